@@ -1,0 +1,292 @@
+"""The ``gaigel`` command line: deal, play, selfplay, replay (and the server and arena commands).
+
+Every command has ``--help``; bad input gets a one-line error and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gaigel.deal import MAX_SEED, deal
+from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def seed_arg(text: str) -> int:
+    """An unsigned 64-bit seed."""
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed must be an integer in 0..{MAX_SEED}, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"seed must be an integer in 0..{MAX_SEED}, got {text}")
+    return value
+
+
+def players_arg(text: str) -> int:
+    """A player count the rules allow."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"players must be 2, 3, 4 or 6, got {text!r}") from None
+    if value not in (2, 3, 4, 6, 8):
+        raise argparse.ArgumentTypeError(f"players must be 2, 3, 4 or 6 (8 as a variant), got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def add_ruleset_args(p: argparse.ArgumentParser) -> None:
+    """--rules PRESET and --option NAME=VALUE."""
+    p.add_argument("--rules", default="default", choices=PRESETS, help="ruleset preset (default: %(default)s)")
+    p.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one ruleset option of RULES.md §14, e.g. -o meld.timing=lead_only (JSON values)",
+    )
+
+
+def ruleset_from_args(args: argparse.Namespace) -> Ruleset:
+    """Builds the ruleset of --players, --rules and --option."""
+    options: dict[str, Any] = {}
+    for item in args.option:
+        name, sep, raw = item.partition("=")
+        if not sep:
+            raise CliError(f"--option needs NAME=VALUE, got {item!r}")
+        try:
+            options[name.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[name.strip()] = raw
+    return Ruleset.from_dict(options, base=preset(args.rules, args.players))
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def cmd_deal(args: argparse.Namespace) -> int:
+    """gaigel deal."""
+    from gaigel.cards import card_code
+    from gaigel.deal import shuffled_deck
+
+    d = deal(args.seed, args.hand, args.players)
+    out = {"seed": args.seed, "hand": args.hand, "players": args.players, "deck": [card_code(c) for c in shuffled_deck(args.seed, args.hand)]}
+    out.update(d.to_json())
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for i, h in enumerate(out["hands_from_forehand"]):
+            print(f"player {i} from forehand: {' '.join(h)}")
+        print(f"trump card: {out['trump_card']}")
+        print(f"talon (top first): {' '.join(out['talon_top_first'])}")
+    return 0
+
+
+def _seat_bots(names: Sequence[str], rules: Ruleset) -> list[str]:
+    n, sides = rules.players, rules.num_sides
+    if len(names) == 1:
+        return [names[0]] * n
+    if len(names) == n:
+        return list(names)
+    if len(names) == sides:
+        return [names[rules.side_of(s)] for s in range(n)]
+    raise CliError(f"give one --bot for all seats, one per side ({sides}) or one per seat ({n}); got {len(names)}")
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    """gaigel play."""
+    from gaigel.bots import make_bot
+    from gaigel.match import MatchSpec, play_match
+    from gaigel.record import dump_record
+
+    rules = ruleset_from_args(args)
+    names = _seat_bots(args.bot or ["random"], rules)
+    bots = [make_bot(name) for name in names]
+    spec = MatchSpec(ruleset=rules, seed=args.seed, hands=args.hands, bots=tuple(names))
+    hand_results: list[dict[str, Any]] = []
+
+    def on_hand(k: int, outcome: Any) -> None:
+        hand_results.append({"hand": k, **outcome.to_dict()})
+        if not args.json:
+            winners = ", ".join(f"side {w}" for w in outcome.winners) or "nobody (void)"
+            print(
+                f"hand {k:3d}: {winners} won by {outcome.termination.value}; points {list(outcome.points)}, dashes {list(outcome.dashes)}"
+            )
+
+    score, record = play_match(spec, bots, on_hand=on_hand, record=args.record is not None)
+    if args.record and record:
+        dump_record(record, args.record)
+    result = score.to_dict()
+    if args.json:
+        print(json.dumps({"seed": args.seed, "players": args.players, "hands": score.hands_played, **result, "hand_results": hand_results}))
+    else:
+        for side in result["sides"]:
+            print(f"side {side['side']} seats {side['seats']} ({', '.join(side['bots'])}): hands won {side['hands_won']}, dashes {side['dashes']}")
+        print(f"winner: {', '.join(f'side {w}' for w in result['winners'])} (fewest dashes)")
+    return 0
+
+
+def cmd_selfplay(args: argparse.Namespace) -> int:
+    """gaigel selfplay."""
+    from gaigel.bots import make_bot
+    from gaigel.match import DecisionRequest, MatchSpec
+    from gaigel.state import GaigelState
+
+    rules = ruleset_from_args(args)
+    n = rules.players
+    spec = MatchSpec(ruleset=rules, seed=args.seed, hands=args.games, bots=tuple([args.bot] * n))
+    bots = [make_bot(args.bot) for _ in range(n)]
+    for seat, bot in enumerate(bots):
+        bot.start_match(spec, seat)
+    decisions = 0
+    terminations: dict[str, int] = {}
+    started = time.perf_counter()
+    for k in range(args.games):
+        state = GaigelState(rules, deal(args.seed, k, n, rules.deal_packets), forehand=k % n)
+        while not state.is_terminal():
+            seat = state.to_act
+            request = DecisionRequest(seat, k, tuple(state.legal_actions()), lambda s=state, x=seat: s.observation(x), rules)  # type: ignore[misc]
+            state.apply(bots[seat].decide(request))
+            decisions += 1
+        outcome = state.outcome()
+        assert outcome is not None
+        terminations[outcome.termination.value] = terminations.get(outcome.termination.value, 0) + 1
+    seconds = time.perf_counter() - started
+    out = {
+        "players": n,
+        "bot": args.bot,
+        "seed": args.seed,
+        "hands": args.games,
+        "decisions": decisions,
+        "seconds": round(seconds, 4),
+        "decisions_per_second": round(decisions / seconds, 1) if seconds else None,
+        "terminations": terminations,
+    }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{args.games} hands, {decisions} decisions in {seconds:.2f} s: {decisions / seconds:,.0f} decisions/s")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """gaigel replay."""
+    from gaigel.record import load_record
+    from gaigel.replay import replay
+
+    record = load_record(args.file)
+    report = replay(record)
+    if report.mismatch is not None:
+        print(f"mismatch at {report.mismatch}", file=sys.stderr)
+        return 1
+    result = report.result or {}
+    summary = {"ok": True, "hands": report.hands, "actions": report.actions, "result": result}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"ok: {report.hands} hands, {report.actions} actions re-derived hash for hash")
+        for side in result.get("sides", []):
+            print(f"side {side['side']} ({', '.join(side['bots'])}): hands won {side['hands_won']}, dashes {side['dashes']}")
+    return 0
+
+
+# --- parser -----------------------------------------------------------------------------
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``gaigel`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="gaigel", description="Gaigel bot arena: rules engine, match server and arena for bot competitions."
+    )
+    parser.add_argument("--version", action="version", version="gaigel 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("deal", help="print the seeded deal of one hand (DEALS.md)", description="Print the seeded deal of one hand (DEALS.md).")
+    p.add_argument("--seed", type=seed_arg, required=True, help="match seed, 0..2^64-1")
+    p.add_argument("--hand", type=int, default=0, help="hand index, 0-based (default 0)")
+    p.add_argument("--players", type=players_arg, required=True, help="2, 3, 4 or 6")
+    p.add_argument("--json", action="store_true", help="one JSON object with the keys of vectors/deals.json")
+    p.set_defaults(func=cmd_deal)
+
+    p = sub.add_parser("play", help="play a local match between in-process bots", description="Play a local match between in-process house bots.")
+    p.add_argument("--players", type=players_arg, default=4, help="2, 3, 4 or 6 (default 4)")
+    p.add_argument("--hands", type=positive_int, default=8, help="number of hands (default 8)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="match seed, 0..2^64-1 (default 0)")
+    p.add_argument("--bot", action="append", help="house bot: once for all seats, once per side or once per seat")
+    p.add_argument("--record", metavar="FILE", help="write the JSON match record to FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON object with the result")
+    add_ruleset_args(p)
+    p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("selfplay", help="measure engine speed with independent hands", description="Play independent hands between in-process bots and report decisions per second.")
+    p.add_argument("--players", type=players_arg, default=4, help="2, 3, 4 or 6 (default 4)")
+    p.add_argument("--games", type=positive_int, default=1000, help="number of hands (default 1000)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the deals (default 0)")
+    p.add_argument("--bot", default="random", help="house bot for every seat (default random)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_ruleset_args(p)
+    p.set_defaults(func=cmd_selfplay)
+
+    p = sub.add_parser("replay", help="re-derive a match record hash for hash", description="Re-derive every state of a match record. Exit 0 when every hash matches, 1 at the first mismatch, 2 for a file that is not a valid record.")
+    p.add_argument("file", help="a JSON match record")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_replay)
+
+    for register in _extension_commands():
+        register(sub)
+    return parser
+
+
+def _extension_commands() -> list[Callable[[Any], None]]:
+    """Commands of the server and arena packages, registered without importing grpc."""
+    out: list[Callable[[Any], None]] = []
+    for module in ("gaigel_server.commands", "gaigel_arena.commands"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ImportError as e:
+            if e.name and not module.startswith(e.name):
+                raise
+            continue
+        out.append(mod.register)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gaigel`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (CliError, RulesetError, ValueError) as e:
+        print(f"gaigel {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. piped into head: not an error of ours
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The seeded deal of DEALS.md (deal format v1), reproducible in any language.
+
+The engine never draws randomness itself: a hand starts from a :class:`Deal`, which comes
+either from :func:`deal` (seed, hand index, players) or from explicit cards (tests,
+positions written by hand).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from gaigel.cards import CardId, card_code
+
+DEAL_FORMAT = "gaigel-deal-v1"
+MAX_SEED = (1 << 64) - 1
+_MASK64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    """The SplitMix64 generator of DEALS.md, on unsigned 64-bit integers."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: int) -> None:
+        self.state = state & _MASK64
+
+    def next(self) -> int:
+        """Returns the next 64-bit output."""
+        self.state = (self.state + 0x9E3779B97F4A7C15) & _MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return z ^ (z >> 31)
+
+    def below(self, n: int) -> int:
+        """A uniform integer in [0, n) without modulo bias (rejection sampling)."""
+        limit = (1 << 64) - ((1 << 64) % n)
+        while True:
+            x = self.next()
+            if x < limit:
+                return x % n
+
+
+def check_seed(seed: int) -> int:
+    """Returns *seed* if it is an unsigned 64-bit integer.
+
+    :raises ValueError: otherwise, naming the allowed range.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be an integer in 0..{MAX_SEED}, got {seed!r}")
+    return seed
+
+
+def hand_stream(seed: int, hand: int) -> SplitMix64:
+    """The generator of hand *hand* of the match with seed *seed*."""
+    check_seed(seed)
+    if hand < 0:
+        raise ValueError(f"hand index must be >= 0, got {hand}")
+    digest = hashlib.sha256(f"gaigel-deal-v1:{seed}:{hand}".encode("ascii")).digest()
+    return SplitMix64(int.from_bytes(digest[:8], "big"))
+
+
+def shuffled_deck(seed: int, hand: int) -> list[CardId]:
+    """The 48 cards after the Fisher-Yates shuffle of hand *hand* (DEALS.md)."""
+    rng = hand_stream(seed, hand)
+    deck = list(range(48))
+    for i in range(47, 0, -1):
+        j = rng.below(i + 1)
+        deck[i], deck[j] = deck[j], deck[i]
+    return deck
+
+
+@dataclasses.dataclass(frozen=True)
+class Deal:
+    """The cards of one hand before the first decision.
+
+    ``hands[i]`` belongs to the i-th player in playing order *starting with the forehand*;
+    ``talon`` lists the face-down stock top card first; the face-up ``trump_card`` lies
+    under it and is drawn last.
+    """
+
+    hands: tuple[tuple[CardId, ...], ...]
+    trump_card: CardId
+    talon: tuple[CardId, ...]
+
+    def __post_init__(self) -> None:
+        cards = [c for h in self.hands for c in h] + [self.trump_card, *self.talon]
+        if sorted(cards) != list(range(48)):
+            raise ValueError("a deal must hold each of the 48 cards exactly once")
+        if any(len(h) != 5 for h in self.hands):
+            raise ValueError("every player must be dealt 5 cards")
+
+    @property
+    def players(self) -> int:
+        """Number of players."""
+        return len(self.hands)
+
+    @classmethod
+    def from_deck(cls, deck: list[CardId] | tuple[CardId, ...], players: int, packets: str = "3-T-2") -> Deal:
+        """Deals a shuffled *deck* to *players* in packets ``3-T-2`` (DEALS.md) or ``5-T``."""
+        n = players
+        if packets == "3-T-2":
+            hands = tuple(tuple(deck[3 * i : 3 * i + 3]) + tuple(deck[3 * n + 1 + 2 * i : 3 * n + 3 + 2 * i]) for i in range(n))
+            trump = deck[3 * n]
+        elif packets == "5-T":
+            hands = tuple(tuple(deck[5 * i : 5 * i + 5]) for i in range(n))
+            trump = deck[5 * n]
+        else:
+            raise ValueError(f"unknown deal packets {packets!r}")
+        return cls(hands=hands, trump_card=trump, talon=tuple(deck[5 * n + 1 :]))
+
+    def digest(self) -> str:
+        """A short stable hash of the deal, for match records."""
+        text = ";".join([" ".join(map(card_code, h)) for h in self.hands] + [card_code(self.trump_card), " ".join(map(card_code, self.talon))])
+        return hashlib.blake2b(text.encode("ascii"), digest_size=16).hexdigest()
+
+    def to_json(self) -> dict[str, object]:
+        """The deal with card codes, in the shape of vectors/deals.json."""
+        return {
+            "hands_from_forehand": [[card_code(c) for c in h] for h in self.hands],
+            "trump_card": card_code(self.trump_card),
+            "talon_top_first": [card_code(c) for c in self.talon],
+        }
+
+
+def deal(seed: int, hand: int, players: int, packets: str = "3-T-2") -> Deal:
+    """The deal of hand *hand* (0-based) of the match with *seed* for *players* players."""
+    if players <= 0 or 48 % players or players > 8 or players == 1:
+        raise ValueError(f"cannot deal to {players} players (allowed: 2, 3, 4, 6, 8)")
+    return Deal.from_deck(shuffled_deck(seed, hand), players, packets)

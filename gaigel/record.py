@@ -1,0 +1,167 @@
+"""Versioned JSON match records (DESIGN.md, Match records).
+
+A record holds the format, engine and protocol versions, the full ruleset, the seed, the
+deal format, the seats with bot names and versions, and for every hand the dealer, the
+deal hash, every action (seat, id, label, time used, reason flags, state hash after it)
+and the hand result, then the match result. :mod:`gaigel.replay` re-derives every state.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gaigel.actions import action_label
+from gaigel.deal import DEAL_FORMAT, Deal
+from gaigel.ruleset import Ruleset, RulesetError
+from gaigel.state import ENGINE_VERSION, HandOutcome
+
+if TYPE_CHECKING:
+    from gaigel.match import MatchScore, MatchSpec
+
+RECORD_FORMAT = "gaigel-match-record"
+RECORD_VERSION = 1
+PROTOCOL_VERSION = "gaigel.v1"
+
+
+class RecordError(ValueError):
+    """A file that is not a valid match record; the message says what is wrong."""
+
+
+class RecordWriter:
+    """Builds a match record hand by hand (used by every match runner)."""
+
+    def __init__(self, spec: MatchSpec, versions: list[str] | None = None, match_id: str = "") -> None:
+        self.spec = spec
+        rules = spec.ruleset
+        self.data: dict[str, Any] = {
+            "format": RECORD_FORMAT,
+            "format_version": RECORD_VERSION,
+            "engine_version": ENGINE_VERSION,
+            "protocol_version": PROTOCOL_VERSION,
+            "deal_format": DEAL_FORMAT,
+            "match_id": match_id,
+            "ruleset": rules.to_dict(),
+            "seed": spec.seed,
+            "players": rules.players,
+            "hands_planned": spec.hands,
+            "first_dealer": spec.first_dealer,
+            "seats": [
+                {"seat": s, "side": rules.side_of(s), "bot": name, "version": (versions or [])[s] if versions else ""}
+                for s, name in enumerate(spec.bots)
+            ],
+            "hands": [],
+            "faults": [],
+            "result": None,
+        }
+
+    def begin_hand(self, index: int, dealer: int, forehand: int, deal: Deal) -> None:
+        """Opens hand *index*."""
+        self.data["hands"].append(
+            {"index": index, "dealer": dealer, "forehand": forehand, "deal_hash": deal.digest(), "actions": [], "result": None}
+        )
+
+    def action(self, seat: int, action: int, seconds: float, state_hash: str, flags: tuple[str, ...] = ()) -> None:
+        """Adds one applied action of the open hand."""
+        entry: dict[str, Any] = {
+            "seat": seat,
+            "action": action,
+            "label": action_label(action),
+            "ms": round(seconds * 1000, 3),
+            "hash": state_hash,
+        }
+        if flags:
+            entry["flags"] = list(flags)
+        self.data["hands"][-1]["actions"].append(entry)
+
+    def fault(self, seat: int, reason: str, message: str, hand: int | None = None, step: int | None = None) -> None:
+        """Notes a fault of a seat (rejected action, timeout, disconnect, ...) with its reason code."""
+        self.data["faults"].append({"seat": seat, "reason": reason, "message": message, "hand": hand, "step": step})
+
+    def end_hand(self, outcome: HandOutcome | None, aborted: bool = False) -> None:
+        """Closes the open hand with its outcome (None and *aborted* for an interrupted hand)."""
+        hand = self.data["hands"][-1]
+        hand["result"] = outcome.to_dict() if outcome else None
+        if aborted:
+            hand["aborted"] = True
+
+    def finish(self, score: MatchScore, termination: str, forfeit_sides: list[int] | None = None) -> dict[str, Any]:
+        """Closes the match and returns the record."""
+        result = score.to_dict()
+        result["termination"] = termination
+        result["hands_played"] = score.hands_played
+        if forfeit_sides:
+            result["forfeit_sides"] = forfeit_sides
+            result["winners"] = [x for x in range(self.spec.ruleset.num_sides) if x not in forfeit_sides]
+        self.data["result"] = result
+        return self.data
+
+
+def dump_record(record: dict[str, Any], path: str | Path) -> None:
+    """Writes *record* atomically (temp file, then rename), so a crash leaves no half file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """Reads and validates a record file.
+
+    :raises RecordError: with a one-line reason for a missing, truncated or foreign file.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecordError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path} is not a text file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{path} is not valid JSON (truncated or corrupted?): {e.msg} at line {e.lineno}") from None
+    validate_record(data)
+    return data  # type: ignore[no-any-return]
+
+
+def validate_record(data: Any) -> None:
+    """Checks the shape of a record.
+
+    :raises RecordError: naming the first problem.
+    """
+    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
+        raise RecordError(f"not a Gaigel match record (missing \"format\": \"{RECORD_FORMAT}\")")
+    if data.get("format_version") != RECORD_VERSION:
+        raise RecordError(f"unsupported record format_version {data.get('format_version')!r} (this engine reads {RECORD_VERSION})")
+    if data.get("deal_format") != DEAL_FORMAT:
+        raise RecordError(f"unsupported deal format {data.get('deal_format')!r} (this engine deals {DEAL_FORMAT})")
+    for key, kind in (("seed", int), ("players", int), ("hands_planned", int), ("seats", list), ("hands", list), ("ruleset", dict)):
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise RecordError(f"record field {key!r} is missing or not a {kind.__name__}")
+    try:
+        Ruleset.from_dict(data["ruleset"])
+    except (RulesetError, TypeError) as e:
+        raise RecordError(f"record ruleset is invalid: {e}") from None
+    for i, hand in enumerate(data["hands"]):
+        if not isinstance(hand, dict) or not isinstance(hand.get("actions"), list) or not isinstance(hand.get("index"), int):
+            raise RecordError(f"hand {i} of the record is malformed")
+        for j, act in enumerate(hand["actions"]):
+            if not isinstance(act, dict) or not isinstance(act.get("action"), int) or not isinstance(act.get("hash"), str):
+                raise RecordError(f"hand {i} action {j} of the record is malformed")
+
+
+def spec_from_record(data: dict[str, Any]) -> MatchSpec:
+    """The match spec a record was played from."""
+    from gaigel.match import MatchSpec
+
+    try:
+        return MatchSpec(
+            ruleset=Ruleset.from_dict(data["ruleset"]),
+            seed=data["seed"],
+            hands=data["hands_planned"],
+            bots=tuple(str(s["bot"]) for s in data["seats"]),
+            first_dealer=int(data.get("first_dealer", -1)),
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise RecordError(f"record does not describe a valid match: {e}") from None

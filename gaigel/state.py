@@ -1,0 +1,867 @@
+"""The rules of one hand of Gaigel (RULES.md), as a fast mutable state.
+
+A :class:`GaigelState` starts from a :class:`~gaigel.deal.Deal` and a forehand seat and
+follows the OpenSpiel shape: :meth:`~GaigelState.current_seat`,
+:meth:`~GaigelState.legal_actions` (ascending ids), the unchecked
+:meth:`~GaigelState.apply` for search and replay, the checked
+:meth:`~GaigelState.apply_checked` for untrusted input, :meth:`~GaigelState.observation`
+for what one seat may know, :meth:`~GaigelState.outcome` and
+:meth:`~GaigelState.state_hash`.
+
+Hands are 48-bit masks and every per-card property is a table lookup, because random
+playouts for search bots call :meth:`legal_actions` and :meth:`apply` millions of times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from typing import TYPE_CHECKING
+
+from gaigel import actions as A
+from gaigel.cards import (
+    POINTS_OF,
+    RANK_OF,
+    SUIT_CARDS,
+    SUIT_MASK,
+    SUIT_OF,
+    CardId,
+    CardMask,
+    Rank,
+    card_code,
+    cards_of,
+)
+from gaigel.deal import Deal
+from gaigel.ruleset import Opening, Ruleset
+
+if TYPE_CHECKING:
+    from gaigel.observation import Observation
+
+ENGINE_VERSION = "1.0.0"
+
+
+class Phase(enum.IntEnum):
+    """What kind of decision the state waits for."""
+
+    OPENING = 0
+    """The forehand declares the trick-1 opening (RULES.md §4)."""
+    PLAY = 1
+    """The seat to act plays a card (and may meld, rob, ... first)."""
+    AUS_WINDOW = 2
+    """Explicit Aus mode: each seat answers aus or pass after a trick (§10.3)."""
+    MELD_WINDOW = 3
+    """meld.timing = trick_winner: the trick winner may meld before the draw (§6.3)."""
+    TERMINAL = 4
+    """The hand is over; see :meth:`GaigelState.outcome`."""
+
+
+class Termination(enum.Enum):
+    """Why a hand ended (RULES.md §10)."""
+
+    TARGET_REACHED = "target_reached"
+    """Automatic Aus: a side had the target (101) after a trick."""
+    AUS_CALLED = "aus_called"
+    """Explicit mode: a side called Aus with the target reached."""
+    UEBERGAIGELT = "uebergaigelt"
+    """Explicit mode: a side at the target let the Aus window pass (Gigackel)."""
+    UNTERGAIGELT = "untergaigelt"
+    """Explicit mode: a side called Aus below the target (Gigackel)."""
+    CARDS_EXHAUSTED = "cards_exhausted"
+    """All tricks played without an Aus: most points wins (or void on a tie)."""
+    FIVE_SEVENS = "five_sevens"
+    """A player held five Sevens (§10.6)."""
+    DISSLE_WON = "dissle_won"
+    """The Auf Dissle declarer drew his fifth Seven (§4.5)."""
+    DISSLE_FAILED = "dissle_failed"
+    """The Auf Dissle declarer won a trick, or the talon ran out (§4.5)."""
+    REDEAL = "redeal"
+    """opening.all_trump_fallback = REDEAL and the forehand held only trumps: void hand."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HandOutcome:
+    """The result of one hand: winning sides and the dashes (1 loss, 2 Gigackel) per side."""
+
+    termination: Termination
+    winners: tuple[int, ...]
+    dashes: tuple[int, ...]
+    points: tuple[int, ...]
+    tricks: tuple[int, ...]
+
+    @property
+    def is_void(self) -> bool:
+        """True when nobody won (a tie at the end of the cards, or a redeal)."""
+        return not self.winners
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "termination": self.termination.value,
+            "winners": list(self.winners),
+            "dashes": list(self.dashes),
+            "points": list(self.points),
+            "tricks": list(self.tricks),
+        }
+
+
+class IllegalActionError(ValueError):
+    """An action id that is not legal in the current state; the message says why."""
+
+    def __init__(self, action: int, reason: str) -> None:
+        self.action = action
+        self.reason = reason
+        try:
+            label = A.action_label(action)
+        except ValueError:
+            label = "unknown"
+        super().__init__(f"illegal action {action} ({label}): {reason}")
+
+
+# --- tables computed once ---------------------------------------------------------------
+
+_NO_TRUMP = 4
+_SEVENS: CardMask = sum(1 << (12 * s + 10) | 1 << (12 * s + 11) for s in range(4))
+_ACES: CardMask = sum(1 << (12 * s) | 1 << (12 * s + 1) for s in range(4))
+_HIGHER: tuple[CardMask, ...] = tuple(((1 << (2 * RANK_OF[c])) - 1) << (12 * SUIT_OF[c]) for c in range(48))
+"""_HIGHER[c]: the cards of c's suit that rank strictly above c (identical copy excluded)."""
+
+
+def _beats_table(trump: int) -> tuple[bool, ...]:
+    """Flat 48x48 table: does card x, played later, beat the current winner w? (§5.1)"""
+    out = []
+    for w in range(48):
+        for x in range(48):
+            if SUIT_OF[x] == SUIT_OF[w]:
+                out.append(RANK_OF[x] < RANK_OF[w])
+            else:
+                out.append(SUIT_OF[x] == trump)
+    return tuple(out)
+
+
+_BEATS = tuple(_beats_table(t) for t in range(5))  # index 4: no trump (Hoeher hat)
+_NEVER = tuple(False for _ in range(48 * 48))  # Ge-Elfen: the forehand always wins
+_OTHER_ACE = tuple(x == w ^ 1 and RANK_OF[w] == Rank.ACE for w in range(48) for x in range(48))  # Andere Alte
+
+
+def _bits(mask: CardMask) -> list[CardId]:
+    out: list[CardId] = []
+    if mask & 0xFFF:
+        out.extend(SUIT_CARDS[0][mask & 0xFFF])
+    if mask & 0xFFF000:
+        out.extend(SUIT_CARDS[1][(mask >> 12) & 0xFFF])
+    if mask & 0xFFF000000:
+        out.extend(SUIT_CARDS[2][(mask >> 24) & 0xFFF])
+    if mask >> 36:
+        out.extend(SUIT_CARDS[3][mask >> 36])
+    return out
+
+
+def opening_options(rules: Ruleset, hand: CardMask, trump: int) -> dict[Opening, CardMask]:
+    """The openings the forehand may declare with *hand*, each with the cards it may lead (§4.7)."""
+    non_trump = hand & ~SUIT_MASK[trump]
+    aces = hand & _ACES
+    leadable = hand if not rules.opening_trump_lead_forbidden else non_trump
+    options: dict[Opening, CardMask] = {}
+    enabled = rules.opening_enabled
+    if Opening.ANDERE_ALTE in enabled and aces & leadable:
+        options[Opening.ANDERE_ALTE] = aces & leadable
+    ge_leads = aces if rules.opening_ge_elfen_trump_ace else aces & leadable
+    if Opening.GE_ELFEN in enabled and ge_leads:
+        options[Opening.GE_ELFEN] = ge_leads
+    hh_leads = leadable & ~_ACES
+    if Opening.HOEHER_HAT in enabled and hh_leads and not (rules.opening_ace_compulsory and aces & leadable):
+        options[Opening.HOEHER_HAT] = hh_leads
+    sevens = (hand & _SEVENS).bit_count()
+    if (
+        Opening.AUF_DISSLE in enabled
+        and sevens >= rules.dissle_min_sevens
+        and (sevens < 5 or not rules.five_sevens_dealt_wins)
+        and leadable
+    ):
+        options[Opening.AUF_DISSLE] = leadable
+    if not options and rules.opening_all_trump_fallback == "TRUMPF_HOEHER":
+        # The all-trump fallback (§4.6); with a narrowed opening.enabled it also covers
+        # any other hand that has no enabled option: lead anything, higher of its suit wins.
+        options[Opening.TRUMPF_HOEHER] = hand
+    return options
+
+
+class GaigelState:
+    """One hand of Gaigel from the deal to its outcome.
+
+    Seats are 0..n-1 in playing order; ``deal.hands[i]`` goes to seat ``(forehand + i) % n``.
+
+    >>> from gaigel.deal import deal
+    >>> from gaigel.ruleset import Ruleset
+    >>> s = GaigelState(Ruleset(players=4), deal(0, 0, 4), forehand=0)
+    >>> s.current_seat(), [A.action_label(a) for a in s.legal_actions()]
+    (0, ['opening andere_alte', 'opening ge_elfen', 'opening hoeher_hat'])
+    """
+
+    __slots__ = (
+        "rules", "n", "num_sides", "side_of", "forehand", "trump", "trump_card", "deal",
+        "hands", "talon", "tpos", "face_up", "phase", "to_act", "leader", "trick_cards",
+        "win_idx", "win_card", "_tb", "face_down", "trick_no", "strict", "opening",
+        "trick1_special", "_lead_mask", "declarer", "side_cards", "side_melds",
+        "side_tricks", "crossed", "melded_suits", "meld_used", "known", "robbed_by",
+        "rob_cards", "reserved_side", "shown_sevens", "tricks", "melds", "history",
+        "_outcome", "window", "window_over", "last_winner", "events", "_n_tricks",
+    )  # fmt: skip
+
+    def __init__(self, rules: Ruleset, deal: Deal, forehand: int = 0) -> None:
+        n = rules.players
+        if deal.players != n:
+            raise ValueError(f"the deal is for {deal.players} players, the ruleset for {n}")
+        if not 0 <= forehand < n:
+            raise ValueError(f"forehand must be a seat 0..{n - 1}, got {forehand}")
+        self.rules = rules
+        self.n = n
+        self.num_sides = rules.num_sides
+        self.side_of = tuple(rules.side_of(s) for s in range(n))
+        self.forehand = forehand
+        self.deal = deal
+        self.trump_card = deal.trump_card
+        self.trump = SUIT_OF[deal.trump_card]
+        self.hands = [0] * n
+        for i, cards in enumerate(deal.hands):
+            m = 0
+            for c in cards:
+                m |= 1 << c
+            self.hands[(forehand + i) % n] = m
+        self.talon = deal.talon
+        self.tpos = 0
+        self.face_up = deal.trump_card
+        self.phase = Phase.PLAY
+        self.to_act = forehand
+        self.leader = forehand
+        self.trick_cards: list[CardId] = []
+        self.win_idx = 0
+        self.win_card = -1
+        self._tb = _BEATS[self.trump]
+        self.face_down = False
+        self.trick_no = 0
+        self._n_tricks = 48 // n
+        self.strict = False
+        self.opening: Opening | None = None
+        self.trick1_special = False
+        self._lead_mask = 0
+        self.declarer = -1
+        self.side_cards = [0] * self.num_sides
+        self.side_melds = [0] * self.num_sides
+        self.side_tricks = [0] * self.num_sides
+        self.crossed: list[int] = []
+        self.melded_suits = [0] * n
+        self.meld_used = 0
+        self.known = [0] * n
+        self.robbed_by = -1
+        self.rob_cards = (-1, -1)
+        self.reserved_side = -1
+        self.shown_sevens = 0
+        self.tricks: list[tuple[int, tuple[CardId, ...], int]] = []
+        self.melds: list[tuple[int, int, bool, tuple[CardId, ...], int]] = []
+        self.history: list[int] = []
+        self._outcome: HandOutcome | None = None
+        self.window: list[int] = []
+        self.window_over: tuple[int, ...] = ()
+        self.last_winner = -1
+        self.events: list[tuple[object, ...]] | None = None
+        self._start()
+
+    def _start(self) -> None:
+        rules = self.rules
+        if rules.five_sevens_dealt_wins:
+            for seat in range(self.n):
+                if (self.hands[seat] & _SEVENS).bit_count() == 5:
+                    self._finish(Termination.FIVE_SEVENS, [self.side_of[seat]])
+                    return
+        if rules.opening_special_first_trick:
+            if not opening_options(rules, self.hands[self.forehand], self.trump):
+                self._finish(Termination.REDEAL, [])
+                return
+            self.phase = Phase.OPENING
+
+    # --- queries ---------------------------------------------------------------------
+
+    def current_seat(self) -> int | None:
+        """The seat to decide, or None once the hand is over."""
+        return None if self.phase == Phase.TERMINAL else self.to_act
+
+    def is_terminal(self) -> bool:
+        """True once the hand is over."""
+        return self.phase == Phase.TERMINAL
+
+    def outcome(self) -> HandOutcome | None:
+        """The result once the hand is over, else None."""
+        return self._outcome
+
+    def side_total(self, side: int) -> int:
+        """Card points plus meld points (plus bonuses) of *side* so far."""
+        return self.side_cards[side] + self.side_melds[side]
+
+    @property
+    def talon_size(self) -> int:
+        """Cards still to be drawn, the face-up card included while it lies there."""
+        return len(self.talon) - self.tpos + (1 if self.face_up >= 0 else 0)
+
+    def hand(self, seat: int) -> list[CardId]:
+        """The cards of *seat* (full information; bots get :meth:`observation`)."""
+        return cards_of(self.hands[seat])
+
+    def legal_actions(self) -> list[int]:
+        """Every legal action id of the seat to act, ascending; empty once terminal."""
+        phase = self.phase
+        if phase == Phase.PLAY:
+            s = self.to_act
+            hand = self.hands[s]
+            if self.strict:
+                playable = self._strict_playable(hand)
+            elif self.trick1_special:
+                playable = self._trick1_playable(hand)
+            else:
+                playable = hand
+            acts = _bits(playable)
+            if self.trick1_special:
+                return acts
+            rules = self.rules
+            side = self.side_of[s]
+            has_trick = self.side_tricks[side] > 0
+            if (has_trick or not rules.meld_requires_side_trick) and rules.meld_timing in ("own_turn", "lead_only"):
+                if rules.meld_timing == "own_turn" or not self.trick_cards:
+                    if not self.strict or rules.meld_after_talon:
+                        self._meld_plays(s, hand, playable, acts)
+            if not self.strict:
+                self._extra_actions(s, side, has_trick, acts)
+            elif rules.meld_timing == "any_time" and rules.meld_after_talon:
+                self._standalone_melds(s, hand, acts, has_trick)
+            return acts
+        if phase == Phase.OPENING:
+            options = opening_options(self.rules, self.hands[self.to_act], self.trump)
+            return [A.OPENING_BASE + int(o) for o in sorted(options)]
+        if phase == Phase.AUS_WINDOW:
+            return [A.AUS, A.PASS]
+        if phase == Phase.MELD_WINDOW:
+            acts = []
+            self._standalone_melds(self.to_act, self.hands[self.to_act], acts, True)
+            acts.append(A.NO_MELD)
+            if self._next_partner(self.to_act) is not None:
+                acts.append(A.GIVE_MELD)
+            return acts
+        return []
+
+    def _strict_playable(self, hand: CardMask) -> CardMask:
+        """Cards allowed in the last five tricks (RULES.md §8)."""
+        tc = self.trick_cards
+        if not tc:
+            return hand
+        led = SUIT_OF[tc[0]]
+        same = hand & SUIT_MASK[led]
+        mode = self.rules.strict_mode
+        win = self.win_card
+        if same:
+            if mode == "follow_only":
+                return same
+            if mode == "head_trick":
+                if SUIT_OF[win] == led:
+                    return (same & _HIGHER[win]) or same
+                return same
+            best = tc[0]  # parlett_literal: beat the best card of the led suit, trumped or not
+            for c in tc:
+                if SUIT_OF[c] == led and RANK_OF[c] < RANK_OF[best]:
+                    best = c
+            return (same & _HIGHER[best]) or same
+        if mode == "follow_only":
+            return hand
+        trumps = hand & SUIT_MASK[self.trump]
+        if trumps:
+            if SUIT_OF[win] == self.trump:
+                over = trumps & _HIGHER[win]
+                if over:
+                    return over
+                return trumps if self.rules.strict_must_undertrump else hand
+            return trumps
+        return hand
+
+    def _trick1_playable(self, hand: CardMask) -> CardMask:
+        """Cards allowed in a trick 1 played under an opening (RULES.md §4)."""
+        if not self.trick_cards:
+            return hand & self._lead_mask
+        if self.rules.opening_followers_no_trump:
+            non_trump = hand & ~SUIT_MASK[self.trump]
+            if non_trump:
+                return non_trump
+        return hand
+
+    def _meld_plays(self, s: int, hand: CardMask, playable: CardMask, acts: list[int]) -> None:
+        """Appends play-with-meld actions (48 + card, 96 + card) in id order."""
+        rules = self.rules
+        avail = hand & ~self.meld_used
+        done = self.melded_suits[s] if rules.meld_once_per_suit_per_player else 0
+        singles: list[int] = []
+        doubles: list[int] = []
+        for suit in range(4):
+            if done >> suit & 1:
+                continue
+            ko = (avail >> (12 * suit + 4)) & 15  # bits: K a, K b, O a, O b
+            if not (ko & 3 and ko & 12):
+                continue
+            for c in _bits(playable & (ko << (12 * suit + 4))):
+                singles.append(A.MELD_PLAY_BASE + c)
+                if ko == 15:
+                    doubles.append(A.DOUBLE_PLAY_BASE + c)
+        acts.extend(singles)
+        acts.extend(doubles)
+
+    def _standalone_melds(self, s: int, hand: CardMask, acts: list[int], has_trick: bool) -> None:
+        """Appends meld-without-play actions (155 + suit, 159 + suit)."""
+        rules = self.rules
+        if not has_trick and rules.meld_requires_side_trick:
+            return
+        avail = hand & ~self.meld_used
+        done = self.melded_suits[s] if rules.meld_once_per_suit_per_player else 0
+        doubles = []
+        for suit in range(4):
+            if done >> suit & 1:
+                continue
+            ko = (avail >> (12 * suit + 4)) & 15
+            if ko & 3 and ko & 12:
+                acts.append(A.MELD_BASE + suit)
+                if ko == 15:
+                    doubles.append(A.DOUBLE_MELD_BASE + suit)
+        acts.extend(doubles)
+
+    def _extra_actions(self, s: int, side: int, has_trick: bool, acts: list[int]) -> None:
+        """Appends rob and the other talon-phase actions of the seat to act, in id order."""
+        rules = self.rules
+        hand = self.hands[s]
+        trump_sevens = hand & (3 << (12 * self.trump + 10))
+        timing_ok = rules.rob_timing != "lead_only" or not self.trick_cards
+        if trump_sevens and rules.rob_enabled and timing_ok:
+            if (
+                RANK_OF[self.face_up] != Rank.SEVEN
+                and (has_trick or not rules.rob_requires_side_trick)
+                and (self.reserved_side < 0 or self.reserved_side == side)
+            ):
+                acts.append(A.ROB)
+            if rules.rob_reservation and self.reserved_side < 0 and RANK_OF[self.face_up] != Rank.SEVEN:
+                acts.append(A.RESERVE_ROB)
+            if (
+                rules.rob_second_seven_points
+                and RANK_OF[self.face_up] == Rank.SEVEN
+                and trump_sevens & ~self.shown_sevens
+                and (has_trick or not rules.rob_requires_side_trick)
+            ):
+                acts.append(A.SHOW_SEVEN)
+        if rules.five_sevens_anytime and (hand & _SEVENS).bit_count() == 5:
+            acts.append(A.FIVE_SEVENS)
+        if rules.meld_timing == "any_time":
+            self._standalone_melds(s, hand, acts, has_trick)
+
+    def _next_partner(self, seat: int) -> int | None:
+        """The next partner who may receive the meld privilege (meld.partner_privilege)."""
+        return self.window[1] if len(self.window) > 1 else None
+
+    # --- transitions -----------------------------------------------------------------
+
+    def clone(self) -> GaigelState:
+        """An independent copy (for search)."""
+        new = GaigelState.__new__(GaigelState)
+        for name in GaigelState.__slots__:
+            setattr(new, name, getattr(self, name))
+        new.hands = self.hands[:]
+        new.trick_cards = self.trick_cards[:]
+        new.side_cards = self.side_cards[:]
+        new.side_melds = self.side_melds[:]
+        new.side_tricks = self.side_tricks[:]
+        new.crossed = self.crossed[:]
+        new.melded_suits = self.melded_suits[:]
+        new.known = self.known[:]
+        new.tricks = self.tricks[:]
+        new.melds = self.melds[:]
+        new.history = self.history[:]
+        new.window = self.window[:]
+        new.events = None if self.events is None else self.events[:]
+        return new
+
+    def enable_events(self) -> list[tuple[object, ...]]:
+        """Starts recording events (the server turns them into protocol messages)."""
+        if self.events is None:
+            self.events = []
+        return self.events
+
+    def apply_checked(self, action: int) -> None:
+        """Applies *action* after checking it against :meth:`legal_actions`.
+
+        :raises IllegalActionError: naming the action and why it is illegal.
+        """
+        if isinstance(action, bool) or not isinstance(action, int):
+            raise IllegalActionError(-1, f"an action must be an integer id, got {action!r}")
+        if action not in self.legal_actions():
+            raise IllegalActionError(action, self.why_illegal(action))
+        self.apply(action)
+
+    def apply(self, action: int) -> None:
+        """Applies a legal *action* without checking it (the caller's responsibility)."""
+        self.history.append(action)
+        if action < 48:
+            self._play(action)
+        elif action < 144:
+            self._play_with_meld(action)
+        elif action == A.PASS:
+            self._pass_aus()
+        elif action == A.ROB:
+            self._rob()
+        elif action < A.AUS:
+            self._declare_opening(Opening(action - A.OPENING_BASE))
+        elif action == A.AUS:
+            self._call_aus()
+        elif action == A.RESERVE_ROB:
+            self.reserved_side = self.side_of[self.to_act]
+            self._event("reserve", self.to_act)
+        elif action == A.SHOW_SEVEN:
+            self._show_seven()
+        elif action == A.FIVE_SEVENS:
+            self._event("five_sevens", self.to_act, tuple(cards_of(self.hands[self.to_act] & _SEVENS)))
+            self._finish(Termination.FIVE_SEVENS, [self.side_of[self.to_act]])
+        elif action < A.NO_MELD:
+            double = action >= A.DOUBLE_MELD_BASE
+            suit = action - (A.DOUBLE_MELD_BASE if double else A.MELD_BASE)
+            self._meld(self.to_act, suit, double, -1)
+            if self.phase == Phase.MELD_WINDOW:
+                self._close_meld_window()
+        elif action == A.NO_MELD:
+            self._event("no_meld", self.to_act)
+            self._close_meld_window()
+        elif action == A.GIVE_MELD:
+            self.window.pop(0)
+            self._event("give_meld", self.to_act, self.window[0])
+            self.to_act = self.window[0]
+        else:
+            raise IllegalActionError(action, f"not an action id (0..{A.NUM_ACTIONS - 1})")
+
+    def _event(self, *event: object) -> None:
+        if self.events is not None:
+            self.events.append(event)
+
+    def _play(self, c: CardId) -> None:
+        s = self.to_act
+        bit = 1 << c
+        self.hands[s] &= ~bit
+        self.known[s] &= ~bit
+        tc = self.trick_cards
+        tc.append(c)
+        if self.events is not None:
+            self.events.append(("play", s, c, self.face_down))
+        if len(tc) == 1:
+            self.win_idx = 0
+            self.win_card = c
+        elif self._tb[self.win_card * 48 + c]:
+            self.win_idx = len(tc) - 1
+            self.win_card = c
+        if len(tc) == self.n:
+            self._finish_trick()
+        else:
+            self.to_act = (s + 1) % self.n
+
+    def _play_with_meld(self, action: int) -> None:
+        double = action >= A.DOUBLE_PLAY_BASE
+        c = action % 48
+        self._meld(self.to_act, SUIT_OF[c], double, c)
+        self._play(c)
+
+    def _meld(self, s: int, suit: int, double: bool, played: CardId) -> None:
+        """Declares a marriage of *suit* for seat *s*; *played* is the card going to the trick (or -1)."""
+        rules = self.rules
+        base = 12 * suit + 4
+        avail = self.hands[s] & ~self.meld_used & (15 << base)
+        if double:
+            used = avail
+        else:
+            kings = avail & (3 << base)
+            obers = avail & (12 << base)
+            if played >= 0:
+                other = obers if RANK_OF[played] == Rank.KING else kings
+                used = (1 << played) | (other & -other)
+            else:
+                used = (kings & -kings) | (obers & -obers)
+        if suit == self.trump:
+            points = rules.meld_double_trump if double else rules.meld_single_trump
+        else:
+            points = rules.meld_double_plain if double else rules.meld_single_plain
+        self.meld_used |= used
+        self.melded_suits[s] |= 1 << suit
+        shown = used & ~(1 << played) if played >= 0 else used
+        self.known[s] |= shown
+        side = self.side_of[s]
+        self.side_melds[side] += points
+        self._note_points(side)
+        cards = tuple(cards_of(used))
+        self.melds.append((s, suit, double, cards, points))
+        self._event("meld", s, suit, double, cards, points)
+
+    def _note_points(self, side: int) -> None:
+        if side not in self.crossed and self.side_cards[side] + self.side_melds[side] >= self.rules.target:
+            self.crossed.append(side)
+
+    def _rob(self) -> None:
+        s = self.to_act
+        seven = (self.hands[s] & (3 << (12 * self.trump + 10))).bit_length() - 1
+        taken = self.face_up
+        self.hands[s] ^= (1 << seven) | (1 << taken)
+        self.known[s] |= 1 << taken
+        self.face_up = seven
+        self.robbed_by = s
+        self.rob_cards = (seven, taken)
+        self._event("rob", s, seven, taken)
+
+    def _show_seven(self) -> None:
+        s = self.to_act
+        seven_bits = self.hands[s] & (3 << (12 * self.trump + 10)) & ~self.shown_sevens
+        seven = (seven_bits & -seven_bits).bit_length() - 1
+        self.shown_sevens |= 1 << seven
+        self.known[s] |= 1 << seven
+        side = self.side_of[s]
+        self.side_melds[side] += self.rules.rob_second_seven_points
+        self._note_points(side)
+        self._event("show_seven", s, seven, self.rules.rob_second_seven_points)
+
+    def _declare_opening(self, kind: Opening) -> None:
+        rules = self.rules
+        self._lead_mask = opening_options(rules, self.hands[self.to_act], self.trump)[kind]
+        self.opening = kind
+        self.trick1_special = True
+        self.phase = Phase.PLAY
+        if kind == Opening.ANDERE_ALTE:
+            self._tb, self.face_down = _OTHER_ACE, True
+        elif kind == Opening.GE_ELFEN:
+            self._tb, self.face_down = _NEVER, False
+        elif kind == Opening.AUF_DISSLE:
+            self.declarer = self.to_act
+            self.face_down = False
+            self._tb = _BEATS[_NO_TRUMP] if rules.dissle_first_trick == "no_trump_open" else _BEATS[self.trump]
+        else:  # HOEHER_HAT, TRUMPF_HOEHER: higher of the led suit, face down
+            self._tb, self.face_down = _BEATS[_NO_TRUMP], True
+        self._event("opening", self.to_act, kind)
+
+    def _finish_trick(self) -> None:
+        tc = self.trick_cards
+        n = self.n
+        winner = (self.leader + self.win_idx) % n
+        side = self.side_of[winner]
+        points = 0
+        for c in tc:
+            points += POINTS_OF[c]
+        self.trick_no += 1
+        if self.trick_no == self._n_tricks:
+            points += self.rules.last_trick_bonus
+        self.side_cards[side] += points
+        self.side_tricks[side] += 1
+        cards = tuple(tc)
+        self.tricks.append((self.leader, cards, winner))
+        if self.events is not None:
+            self.events.append(("trick", self.leader, cards, winner, points))
+        self.trick_cards = []
+        self.last_winner = winner
+        if self.trick1_special:
+            self.trick1_special = False
+            self.face_down = False
+            self._tb = _BEATS[self.trump]
+        self._note_points(side)
+        # RULES.md §10.7: 1. a Dissle declarer who wins a trick fails
+        if self.declarer >= 0 and winner == self.declarer:
+            self._finish(Termination.DISSLE_FAILED, [x for x in range(self.num_sides) if x != side])
+            return
+        # 2. Aus check or window
+        if self.rules.aus_mode == "explicit":
+            self.phase = Phase.AUS_WINDOW
+            self.window = [(winner + i) % n for i in range(n)]
+            self.window_over = tuple(x for x in range(self.num_sides) if self.side_total(x) >= self.rules.target)
+            self.to_act = winner
+            return
+        if self.crossed:
+            self._finish(Termination.TARGET_REACHED, [self.crossed[0]])
+            return
+        self._after_aus()
+
+    def _after_aus(self) -> None:
+        rules = self.rules
+        if (
+            rules.meld_timing == "trick_winner"
+            and self.trick_no < self._n_tricks
+            and (not self.strict or rules.meld_after_talon)
+        ):
+            w = self.last_winner
+            self.phase = Phase.MELD_WINDOW
+            self.window = [w]
+            if rules.meld_partner_privilege:  # the winner, then his partners in playing order
+                self.window += [x for x in ((w + i) % self.n for i in range(1, self.n)) if self.side_of[x] == self.side_of[w]]
+            self.to_act = w
+            return
+        self._after_meld()
+
+    def _close_meld_window(self) -> None:
+        self.window = []
+        self._after_meld()
+
+    def _after_meld(self) -> None:
+        # 3. draw round while the talon lasts, then the Dissle checks
+        if self.face_up >= 0:
+            self._draw_round()
+            if self.declarer >= 0:
+                if (self.hands[self.declarer] & _SEVENS).bit_count() == 5:
+                    self._finish(Termination.DISSLE_WON, [self.side_of[self.declarer]])
+                    return
+                if self.strict and self.rules.dissle_fail_on_talon_exhausted:
+                    side = self.side_of[self.declarer]
+                    self._finish(Termination.DISSLE_FAILED, [x for x in range(self.num_sides) if x != side])
+                    return
+        # 4. no cards left: decide by points
+        if self.trick_no == self._n_tricks:
+            self._decide_by_points()
+            return
+        self.phase = Phase.PLAY
+        self.leader = self.to_act = self.last_winner
+
+    def _draw_round(self) -> None:
+        """Every seat draws one card, the trick winner first; the last drawer of the final
+        round takes the face-up card (RULES.md §5.3)."""
+        n = self.n
+        talon = self.talon
+        for i in range(n):
+            seat = (self.last_winner + i) % n
+            if self.tpos < len(talon):
+                c = talon[self.tpos]
+                self.tpos += 1
+                public = False
+            else:
+                c = self.face_up
+                self.face_up = -1
+                self.known[seat] |= 1 << c
+                public = True
+            self.hands[seat] |= 1 << c
+            if self.events is not None:
+                self.events.append(("draw", seat, c, public))
+        if self.face_up < 0:
+            self.strict = True
+
+    def _call_aus(self) -> None:
+        s = self.to_act
+        side = self.side_of[s]
+        self._event("aus", s)
+        if self.side_total(side) >= self.rules.target:
+            self._finish(Termination.AUS_CALLED, [side])
+        else:
+            self._finish(Termination.UNTERGAIGELT, [x for x in range(self.num_sides) if x != side], losers=[side])
+
+    def _pass_aus(self) -> None:
+        self._event("pass", self.to_act)
+        self.window.pop(0)
+        if self.window:
+            self.to_act = self.window[0]
+            return
+        over = self.window_over
+        self.window_over = ()
+        if over and self.trick_no < self._n_tricks:
+            self._finish(Termination.UEBERGAIGELT, [x for x in range(self.num_sides) if x not in over], losers=list(over))
+            return
+        self._after_aus()
+
+    def _decide_by_points(self) -> None:
+        totals = [self.side_total(x) for x in range(self.num_sides)]
+        best = max(totals)
+        tied = [x for x in range(self.num_sides) if totals[x] == best]
+        if len(tied) > 1:
+            if self.rules.tie_break == "void":
+                self._finish(Termination.CARDS_EXHAUSTED, [])
+                return
+            # last_trick: the tied side that won the latest trick
+            for _, _, w in reversed(self.tricks):
+                if self.side_of[w] in tied:
+                    tied = [self.side_of[w]]
+                    break
+        self._finish(Termination.CARDS_EXHAUSTED, tied[:1])
+
+    def _trickless(self, side: int) -> bool:
+        if self.rules.gigackel_criterion == "no_points":
+            return self.side_total(side) == 0
+        return self.side_tricks[side] == 0
+
+    def _finish(self, term: Termination, winners: list[int], losers: list[int] | None = None) -> None:
+        """Ends the hand and computes the dashes (RULES.md §10.4-10.6)."""
+        sides = self.num_sides
+        dashes = [0] * sides
+        if term in (Termination.UEBERGAIGELT, Termination.UNTERGAIGELT):
+            for x in losers or ():
+                dashes[x] = 2
+        elif term == Termination.DISSLE_FAILED:
+            dashes[self.side_of[self.declarer]] = 1
+        elif term in (Termination.DISSLE_WON, Termination.FIVE_SEVENS):
+            for x in range(sides):
+                if x not in winners:
+                    dashes[x] = 1
+        elif winners:  # an Aus or the end of the cards: §10.4-10.5
+            dissle_side = self.side_of[self.declarer] if self.declarer >= 0 else -1
+            beaten = [x for x in range(sides) if x not in winners]
+            trickless = [x for x in beaten if x != dissle_side and self._trickless(x)]
+            if sides == 2 or self.rules.three_player_losers == "all_non_winners":
+                for x in beaten:
+                    dashes[x] = 2 if x in trickless else 1
+            elif dissle_side in beaten:
+                dashes[dissle_side] = 1
+                for x in trickless:
+                    dashes[x] = 2
+            elif trickless:
+                for x in trickless:
+                    dashes[x] = 2
+            else:
+                low = min(self.side_total(x) for x in beaten)
+                for x in beaten:
+                    if self.side_total(x) == low:
+                        dashes[x] = 1
+        self._outcome = HandOutcome(
+            termination=term,
+            winners=tuple(sorted(winners)),
+            dashes=tuple(dashes),
+            points=tuple(self.side_total(x) for x in range(sides)),
+            tricks=tuple(self.side_tricks),
+        )
+        self.phase = Phase.TERMINAL
+        self.window = []
+        self._event("hand_end", term.value)
+
+    # --- diagnostics, observation, hashing -------------------------------------------
+
+    def why_illegal(self, action: int) -> str:
+        """A sentence saying why *action* is not legal now (for error messages)."""
+        from gaigel.explain import why_illegal
+
+        return why_illegal(self, action)
+
+    def observation(self, seat: int) -> Observation:
+        """Exactly what *seat* may know now (RULES.md §3.5)."""
+        from gaigel.observation import observe
+
+        return observe(self, seat)
+
+    def state_hash(self) -> str:
+        """A hash of the full state, stable across processes, platforms and Python versions."""
+        parts: list[object] = [
+            ENGINE_VERSION, int(self.phase), self.to_act, self.leader, self.forehand, self.tpos, self.face_up,
+            self.trick_no, int(self.strict), -1 if self.opening is None else int(self.opening), self.declarer,
+            self.robbed_by, self.reserved_side, self.shown_sevens, self.meld_used, self.win_idx,
+            "h", *self.hands, "k", *self.known, "t", *self.trick_cards, "c", *self.side_cards,
+            "m", *self.side_melds, "x", *self.side_tricks, "o", *self.crossed, "s", *self.melded_suits,
+            "w", *self.window, "v", *self.window_over,
+        ]  # fmt: skip
+        if self._outcome is not None:
+            parts += ["r", self._outcome.termination.value, *self._outcome.winners, *self._outcome.dashes]
+        return hashlib.blake2b(",".join(map(str, parts)).encode("ascii"), digest_size=16).hexdigest()
+
+    def __str__(self) -> str:
+        hands = " | ".join(" ".join(card_code(c) for c in cards_of(h)) for h in self.hands)
+        trick = " ".join(card_code(c) for c in self.trick_cards)
+        return (
+            f"phase={self.phase.name} to_act={self.to_act} trump={'EBHS'[self.trump]} "
+            f"face_up={card_code(self.face_up) if self.face_up >= 0 else '-'} talon={self.talon_size} "
+            f"trick_no={self.trick_no} trick=[{trick}] hands=[{hands}] totals={[self.side_total(x) for x in range(self.num_sides)]}"
+        )
