@@ -64,9 +64,21 @@ def hand_stream(seed: int, hand: int) -> SplitMix64:
 def shuffled_deck(seed: int, hand: int) -> list[CardId]:
     """The 48 cards after the Fisher-Yates shuffle of hand *hand* (DEALS.md)."""
     rng = hand_stream(seed, hand)
+    state = rng.state
     deck = list(range(48))
+    # SplitMix64.below inlined: dealing is part of every self-play hand.
     for i in range(47, 0, -1):
-        j = rng.below(i + 1)
+        n = i + 1
+        limit = (1 << 64) - ((1 << 64) % n)
+        while True:
+            state = (state + 0x9E3779B97F4A7C15) & _MASK64
+            z = state
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+            z ^= z >> 31
+            if z < limit:
+                break
+        j = z % n
         deck[i], deck[j] = deck[j], deck[i]
     return deck
 

@@ -144,17 +144,33 @@ _NEVER = tuple(False for _ in range(48 * 48))  # Ge-Elfen: the forehand always w
 _OTHER_ACE = tuple(x == w ^ 1 and RANK_OF[w] == Rank.ACE for w in range(48) for x in range(48))  # Andere Alte
 
 
+_KINGS: CardMask = sum(0x30 << (12 * s) for s in range(4))
+_OBERS: CardMask = sum(0xC0 << (12 * s) for s in range(4))
+_KING_A: CardMask = sum(0x10 << (12 * s) for s in range(4))
+
+
+def _marriages(cards: CardMask) -> CardMask:
+    """Non-zero when *cards* hold a King and an Ober of some suit (bit 4 of each such suit)."""
+    k = cards & _KINGS
+    o = cards & _OBERS
+    return (k | k >> 1) & ((o | o >> 1) >> 2) & _KING_A
+
+
 def _bits(mask: CardMask) -> list[CardId]:
+    """The cards of *mask*, ascending, by one table lookup per suit (faster than bit loops)."""
     out: list[CardId] = []
     if mask & 0xFFF:
-        out.extend(SUIT_CARDS[0][mask & 0xFFF])
+        out.extend(_S0[mask & 0xFFF])
     if mask & 0xFFF000:
-        out.extend(SUIT_CARDS[1][(mask >> 12) & 0xFFF])
+        out.extend(_S1[(mask >> 12) & 0xFFF])
     if mask & 0xFFF000000:
-        out.extend(SUIT_CARDS[2][(mask >> 24) & 0xFFF])
+        out.extend(_S2[(mask >> 24) & 0xFFF])
     if mask >> 36:
-        out.extend(SUIT_CARDS[3][mask >> 36])
+        out.extend(_S3[mask >> 36])
     return out
+
+
+_S0, _S1, _S2, _S3 = SUIT_CARDS
 
 
 def opening_options(rules: Ruleset, hand: CardMask, trump: int) -> dict[Opening, CardMask]:
@@ -207,6 +223,7 @@ class GaigelState:
         "side_tricks", "crossed", "melded_suits", "meld_used", "known", "robbed_by",
         "rob_cards", "reserved_side", "shown_sevens", "tricks", "melds", "history",
         "_outcome", "window", "window_over", "last_winner", "events", "_n_tricks",
+        "_extras_without_trick", "_meld_with_play", "_meld_own_turn", "_other_extras", "_trump_sevens",
     )  # fmt: skip
 
     def __init__(self, rules: Ruleset, deal: Deal, forehand: int = 0) -> None:
@@ -266,6 +283,17 @@ class GaigelState:
         self.window_over: tuple[int, ...] = ()
         self.last_winner = -1
         self.events: list[tuple[object, ...]] | None = None
+        # Rule switches read on the hot path, looked up once.
+        self._meld_with_play = rules.meld_timing in ("own_turn", "lead_only")
+        self._meld_own_turn = rules.meld_timing == "own_turn"
+        self._other_extras = rules.five_sevens_anytime or rules.meld_timing == "any_time"
+        self._extras_without_trick = (
+            not rules.meld_requires_side_trick
+            or not rules.rob_requires_side_trick
+            or rules.rob_reservation
+            or rules.five_sevens_anytime
+        )
+        self._trump_sevens = 3 << (12 * self.trump + 10)
         self._start()
 
     def _start(self) -> None:
@@ -311,29 +339,29 @@ class GaigelState:
     def legal_actions(self) -> list[int]:
         """Every legal action id of the seat to act, ascending; empty once terminal."""
         phase = self.phase
-        if phase == Phase.PLAY:
+        if phase == 1:  # Phase.PLAY: the hot path of every playout
             s = self.to_act
             hand = self.hands[s]
-            if self.strict:
-                playable = self._strict_playable(hand)
-            elif self.trick1_special:
-                playable = self._trick1_playable(hand)
-            else:
-                playable = hand
-            acts = _bits(playable)
             if self.trick1_special:
-                return acts
-            rules = self.rules
-            side = self.side_of[s]
-            has_trick = self.side_tricks[side] > 0
-            if (has_trick or not rules.meld_requires_side_trick) and rules.meld_timing in ("own_turn", "lead_only"):
-                if rules.meld_timing == "own_turn" or not self.trick_cards:
-                    if not self.strict or rules.meld_after_talon:
-                        self._meld_plays(s, hand, playable, acts)
-            if not self.strict:
-                self._extra_actions(s, side, has_trick, acts)
-            elif rules.meld_timing == "any_time" and rules.meld_after_talon:
-                self._standalone_melds(s, hand, acts, has_trick)
+                return _bits(self._trick1_playable(hand))
+            strict = self.strict
+            playable = self._strict_playable(hand) if strict else hand
+            acts = _bits(playable)
+            has_trick = self.side_tricks[self.side_of[s]] > 0
+            if has_trick or self._extras_without_trick:
+                if (
+                    self._meld_with_play
+                    and (has_trick or not self.rules.meld_requires_side_trick)
+                    and (not strict or self.rules.meld_after_talon)
+                    and (self._meld_own_turn or not self.trick_cards)
+                    and _marriages(hand & ~self.meld_used)
+                ):
+                    self._meld_plays(s, hand, playable, acts)
+                if not strict:
+                    if hand & self._trump_sevens or self._other_extras:
+                        self._extra_actions(s, self.side_of[s], has_trick, acts)
+                elif self.rules.meld_timing == "any_time" and self.rules.meld_after_talon:
+                    self._standalone_melds(s, hand, acts, has_trick)
             return acts
         if phase == Phase.OPENING:
             options = opening_options(self.rules, self.hands[self.to_act], self.trump)
@@ -545,23 +573,24 @@ class GaigelState:
 
     def _play(self, c: CardId) -> None:
         s = self.to_act
-        bit = 1 << c
-        self.hands[s] &= ~bit
-        self.known[s] &= ~bit
+        self.hands[s] ^= 1 << c
+        if self.known[s]:
+            self.known[s] &= ~(1 << c)
         tc = self.trick_cards
         tc.append(c)
         if self.events is not None:
             self.events.append(("play", s, c, self.face_down))
-        if len(tc) == 1:
+        k = len(tc)
+        if k == 1:
             self.win_idx = 0
             self.win_card = c
         elif self._tb[self.win_card * 48 + c]:
-            self.win_idx = len(tc) - 1
+            self.win_idx = k - 1
             self.win_card = c
-        if len(tc) == self.n:
+        if k == self.n:
             self._finish_trick()
         else:
-            self.to_act = (s + 1) % self.n
+            self.to_act = s + 1 if s + 1 < self.n else 0
 
     def _play_with_meld(self, action: int) -> None:
         double = action >= A.DOUBLE_PLAY_BASE
