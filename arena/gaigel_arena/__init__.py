@@ -1,0 +1,1 @@
+"""Gaigel bot arena: schedule, journal, ratings, runner and report as separate modules."""
