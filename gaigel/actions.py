@@ -112,7 +112,9 @@ def parse_action(label: str) -> ActionId:
     try:
         return parse_card(text)
     except ValueError:
-        raise ValueError(f"not an action label: {label!r} (e.g. 'play HKa', 'play HKa +marriage', 'rob', 'opening hoeher_hat')") from None
+        raise ValueError(
+            f"not an action label: {label!r} (e.g. 'play HKa', 'play HKa +marriage', 'rob', 'opening hoeher_hat')"
+        ) from None
 
 
 def played_card(action: ActionId) -> int | None:

@@ -9,7 +9,8 @@ on the copy bit; it exists for bookkeeping only.
 from __future__ import annotations
 
 import enum
-from typing import Iterable, Iterator, TypeAlias
+from collections.abc import Iterable, Iterator
+from typing import TypeAlias
 
 CardId: TypeAlias = int
 """0..47 = suit * 12 + rank * 2 + copy."""

@@ -6,6 +6,7 @@ Every command has ``--help``; bad input gets a one-line error and exit code 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -89,7 +90,12 @@ def cmd_deal(args: argparse.Namespace) -> int:
     from gaigel.deal import shuffled_deck
 
     d = deal(args.seed, args.hand, args.players)
-    out = {"seed": args.seed, "hand": args.hand, "players": args.players, "deck": [card_code(c) for c in shuffled_deck(args.seed, args.hand)]}
+    out = {
+        "seed": args.seed,
+        "hand": args.hand,
+        "players": args.players,
+        "deck": [card_code(c) for c in shuffled_deck(args.seed, args.hand)],
+    }
     out.update(d.to_json())
     if args.json:
         print(json.dumps(out))
@@ -137,10 +143,22 @@ def cmd_play(args: argparse.Namespace) -> int:
         dump_record(record, args.record)
     result = score.to_dict()
     if args.json:
-        print(json.dumps({"seed": args.seed, "players": args.players, "hands": score.hands_played, **result, "hand_results": hand_results}))
+        print(
+            json.dumps(
+                {
+                    "seed": args.seed,
+                    "players": args.players,
+                    "hands": score.hands_played,
+                    **result,
+                    "hand_results": hand_results,
+                }
+            )
+        )
     else:
         for side in result["sides"]:
-            print(f"side {side['side']} seats {side['seats']} ({', '.join(side['bots'])}): hands won {side['hands_won']}, dashes {side['dashes']}")
+            print(
+                f"side {side['side']} seats {side['seats']} ({', '.join(side['bots'])}): hands won {side['hands_won']}, dashes {side['dashes']}"
+            )
         print(f"winner: {', '.join(f'side {w}' for w in result['winners'])} (fewest dashes)")
     return 0
 
@@ -164,7 +182,8 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
         state = GaigelState(rules, deal(args.seed, k, n, rules.deal_packets), forehand=k % n)
         while not state.is_terminal():
             seat = state.to_act
-            request = DecisionRequest(seat, k, tuple(state.legal_actions()), lambda s=state, x=seat: s.observation(x), rules)  # type: ignore[misc]
+            observe = functools.partial(state.observation, seat)
+            request = DecisionRequest(seat, k, tuple(state.legal_actions()), observe, rules)
             state.apply(bots[seat].decide(request))
             decisions += 1
         outcome = state.outcome()
@@ -205,7 +224,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         print(f"ok: {report.hands} hands, {report.actions} actions re-derived hash for hash")
         for side in result.get("sides", []):
-            print(f"side {side['side']} ({', '.join(side['bots'])}): hands won {side['hands_won']}, dashes {side['dashes']}")
+            print(
+                f"side {side['side']} ({', '.join(side['bots'])}): hands won {side['hands_won']}, dashes {side['dashes']}"
+            )
     return 0
 
 
@@ -222,14 +243,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="gaigel 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("deal", help="print the seeded deal of one hand (DEALS.md)", description="Print the seeded deal of one hand (DEALS.md).")
+    p = sub.add_parser(
+        "deal",
+        help="print the seeded deal of one hand (DEALS.md)",
+        description="Print the seeded deal of one hand (DEALS.md).",
+    )
     p.add_argument("--seed", type=seed_arg, required=True, help="match seed, 0..2^64-1")
     p.add_argument("--hand", type=int, default=0, help="hand index, 0-based (default 0)")
     p.add_argument("--players", type=players_arg, required=True, help="2, 3, 4 or 6")
     p.add_argument("--json", action="store_true", help="one JSON object with the keys of vectors/deals.json")
     p.set_defaults(func=cmd_deal)
 
-    p = sub.add_parser("play", help="play a local match between in-process bots", description="Play a local match between in-process house bots.")
+    p = sub.add_parser(
+        "play",
+        help="play a local match between in-process bots",
+        description="Play a local match between in-process house bots.",
+    )
     p.add_argument("--players", type=players_arg, default=4, help="2, 3, 4 or 6 (default 4)")
     p.add_argument("--hands", type=positive_int, default=8, help="number of hands (default 8)")
     p.add_argument("--seed", type=seed_arg, default=0, help="match seed, 0..2^64-1 (default 0)")
@@ -239,7 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_ruleset_args(p)
     p.set_defaults(func=cmd_play)
 
-    p = sub.add_parser("selfplay", help="measure engine speed with independent hands", description="Play independent hands between in-process bots and report decisions per second.")
+    p = sub.add_parser(
+        "selfplay",
+        help="measure engine speed with independent hands",
+        description="Play independent hands between in-process bots and report decisions per second.",
+    )
     p.add_argument("--players", type=players_arg, default=4, help="2, 3, 4 or 6 (default 4)")
     p.add_argument("--games", type=positive_int, default=1000, help="number of hands (default 1000)")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the deals (default 0)")
@@ -248,7 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_ruleset_args(p)
     p.set_defaults(func=cmd_selfplay)
 
-    p = sub.add_parser("replay", help="re-derive a match record hash for hash", description="Re-derive every state of a match record. Exit 0 when every hash matches, 1 at the first mismatch, 2 for a file that is not a valid record.")
+    p = sub.add_parser(
+        "replay",
+        help="re-derive a match record hash for hash",
+        description="Re-derive every state of a match record. Exit 0 when every hash matches, 1 at the first mismatch, 2 for a file that is not a valid record.",
+    )
     p.add_argument("file", help="a JSON match record")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_replay)
@@ -261,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extension_commands() -> list[Callable[[Any], None]]:
     """Commands of the server and arena packages, registered without importing grpc."""
     out: list[Callable[[Any], None]] = []
-    for module in ("gaigel_server.commands", "gaigel_arena.commands"):
+    for module in ("gaigel_server.commands", "gaigel_arena.commands", "gaigel_client.commands"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError as e:

@@ -113,7 +113,9 @@ class Deal:
         """Deals a shuffled *deck* to *players* in packets ``3-T-2`` (DEALS.md) or ``5-T``."""
         n = players
         if packets == "3-T-2":
-            hands = tuple(tuple(deck[3 * i : 3 * i + 3]) + tuple(deck[3 * n + 1 + 2 * i : 3 * n + 3 + 2 * i]) for i in range(n))
+            hands = tuple(
+                tuple(deck[3 * i : 3 * i + 3]) + tuple(deck[3 * n + 1 + 2 * i : 3 * n + 3 + 2 * i]) for i in range(n)
+            )
             trump = deck[3 * n]
         elif packets == "5-T":
             hands = tuple(tuple(deck[5 * i : 5 * i + 5]) for i in range(n))
@@ -124,7 +126,10 @@ class Deal:
 
     def digest(self) -> str:
         """A short stable hash of the deal, for match records."""
-        text = ";".join([" ".join(map(card_code, h)) for h in self.hands] + [card_code(self.trump_card), " ".join(map(card_code, self.talon))])
+        text = ";".join(
+            [" ".join(map(card_code, h)) for h in self.hands]
+            + [card_code(self.trump_card), " ".join(map(card_code, self.talon))]
+        )
         return hashlib.blake2b(text.encode("ascii"), digest_size=16).hexdigest()
 
     def to_json(self) -> dict[str, object]:

@@ -151,7 +151,12 @@ class DecisionRequest:
     __slots__ = ("_obs", "_observe", "hand_index", "legal_actions", "ruleset", "seat")
 
     def __init__(
-        self, seat: int, hand_index: int, legal_actions: tuple[int, ...], observe: Callable[[], Observation], ruleset: Ruleset
+        self,
+        seat: int,
+        hand_index: int,
+        legal_actions: tuple[int, ...],
+        observe: Callable[[], Observation],
+        ruleset: Ruleset,
     ) -> None:
         self.seat = seat
         self.hand_index = hand_index

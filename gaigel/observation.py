@@ -118,10 +118,18 @@ class Observation:
             "dissle_declarer": self.dissle_declarer,
             "trick_leader": self.trick_leader,
             "current_trick": [{"seat": s, "card": None if c is None else code(c)} for s, c in self.current_trick],
-            "tricks": [{"leader": t.leader, "cards": [code(c) for c in t.cards], "winner": t.winner} for t in self.tricks],
+            "tricks": [
+                {"leader": t.leader, "cards": [code(c) for c in t.cards], "winner": t.winner} for t in self.tricks
+            ],
             "tricks_won": list(self.tricks_won),
             "melds": [
-                {"seat": m.seat, "suit": "EBHS"[m.suit], "double": m.double, "cards": [code(c) for c in m.cards], "points": m.points}
+                {
+                    "seat": m.seat,
+                    "suit": "EBHS"[m.suit],
+                    "double": m.double,
+                    "cards": [code(c) for c in m.cards],
+                    "points": m.points,
+                }
                 for m in self.melds
             ],
             "robbed_by": self.robbed_by,

@@ -59,7 +59,14 @@ class RecordWriter:
     def begin_hand(self, index: int, dealer: int, forehand: int, deal: Deal) -> None:
         """Opens hand *index*."""
         self.data["hands"].append(
-            {"index": index, "dealer": dealer, "forehand": forehand, "deal_hash": deal.digest(), "actions": [], "result": None}
+            {
+                "index": index,
+                "dealer": dealer,
+                "forehand": forehand,
+                "deal_hash": deal.digest(),
+                "actions": [],
+                "result": None,
+            }
         )
 
     def action(self, seat: int, action: int, seconds: float, state_hash: str, flags: tuple[str, ...] = ()) -> None:
@@ -131,12 +138,21 @@ def validate_record(data: Any) -> None:
     :raises RecordError: naming the first problem.
     """
     if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
-        raise RecordError(f"not a Gaigel match record (missing \"format\": \"{RECORD_FORMAT}\")")
+        raise RecordError(f'not a Gaigel match record (missing "format": "{RECORD_FORMAT}")')
     if data.get("format_version") != RECORD_VERSION:
-        raise RecordError(f"unsupported record format_version {data.get('format_version')!r} (this engine reads {RECORD_VERSION})")
+        raise RecordError(
+            f"unsupported record format_version {data.get('format_version')!r} (this engine reads {RECORD_VERSION})"
+        )
     if data.get("deal_format") != DEAL_FORMAT:
         raise RecordError(f"unsupported deal format {data.get('deal_format')!r} (this engine deals {DEAL_FORMAT})")
-    for key, kind in (("seed", int), ("players", int), ("hands_planned", int), ("seats", list), ("hands", list), ("ruleset", dict)):
+    for key, kind in (
+        ("seed", int),
+        ("players", int),
+        ("hands_planned", int),
+        ("seats", list),
+        ("hands", list),
+        ("ruleset", dict),
+    ):
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
             raise RecordError(f"record field {key!r} is missing or not a {kind.__name__}")
     try:
@@ -144,10 +160,18 @@ def validate_record(data: Any) -> None:
     except (RulesetError, TypeError) as e:
         raise RecordError(f"record ruleset is invalid: {e}") from None
     for i, hand in enumerate(data["hands"]):
-        if not isinstance(hand, dict) or not isinstance(hand.get("actions"), list) or not isinstance(hand.get("index"), int):
+        if (
+            not isinstance(hand, dict)
+            or not isinstance(hand.get("actions"), list)
+            or not isinstance(hand.get("index"), int)
+        ):
             raise RecordError(f"hand {i} of the record is malformed")
         for j, act in enumerate(hand["actions"]):
-            if not isinstance(act, dict) or not isinstance(act.get("action"), int) or not isinstance(act.get("hash"), str):
+            if (
+                not isinstance(act, dict)
+                or not isinstance(act.get("action"), int)
+                or not isinstance(act.get("hash"), str)
+            ):
                 raise RecordError(f"hand {i} action {j} of the record is malformed")
 
 

@@ -52,14 +52,21 @@ def replay(record: dict[str, Any]) -> ReplayReport:
         if hand.get("deal_hash") != d.digest():
             return ReplayReport(k, actions, Mismatch(k, 0, "the deal differs from the seed's deal"), None)
         if hand.get("dealer", dealer) != dealer:
-            return ReplayReport(k, actions, Mismatch(k, 0, f"dealer {hand.get('dealer')} recorded, {dealer} expected"), None)
+            return ReplayReport(
+                k, actions, Mismatch(k, 0, f"dealer {hand.get('dealer')} recorded, {dealer} expected"), None
+            )
         state = GaigelState(spec.ruleset, d, forehand)
         for step, entry in enumerate(hand["actions"]):
             a = entry["action"]
             if state.is_terminal():
                 return ReplayReport(k, actions, Mismatch(k, step, "action recorded after the hand ended"), None)
             if entry.get("seat", state.to_act) != state.to_act:
-                return ReplayReport(k, actions, Mismatch(k, step, f"seat {entry.get('seat')} recorded, seat {state.to_act} to act"), None)
+                return ReplayReport(
+                    k,
+                    actions,
+                    Mismatch(k, step, f"seat {entry.get('seat')} recorded, seat {state.to_act} to act"),
+                    None,
+                )
             try:
                 state.apply_checked(a)
             except IllegalActionError as e:
@@ -67,15 +74,31 @@ def replay(record: dict[str, Any]) -> ReplayReport:
             actions += 1
             if state.state_hash() != entry["hash"]:
                 return ReplayReport(
-                    k, actions, Mismatch(k, step, f"state hash differs after {action_label(a)}: recorded {entry['hash']}, got {state.state_hash()}"), None
+                    k,
+                    actions,
+                    Mismatch(
+                        k,
+                        step,
+                        f"state hash differs after {action_label(a)}: recorded {entry['hash']}, got {state.state_hash()}",
+                    ),
+                    None,
                 )
         outcome = state.outcome()
         if outcome is None:
             if hand.get("aborted") or hand is record["hands"][-1]:
                 break  # an interrupted last hand (forfeit, abort): nothing more to check
-            return ReplayReport(k, actions, Mismatch(k, len(hand["actions"]), "the hand is not over but the record goes on"), None)
+            return ReplayReport(
+                k, actions, Mismatch(k, len(hand["actions"]), "the hand is not over but the record goes on"), None
+            )
         if hand.get("result") is not None and hand["result"] != outcome.to_dict():
-            return ReplayReport(k, actions, Mismatch(k, len(hand["actions"]), f"hand result differs: recorded {hand['result']}, got {outcome.to_dict()}"), None)
+            return ReplayReport(
+                k,
+                actions,
+                Mismatch(
+                    k, len(hand["actions"]), f"hand result differs: recorded {hand['result']}, got {outcome.to_dict()}"
+                ),
+                None,
+            )
         score.add(outcome)
     return ReplayReport(len(record["hands"]), actions, None, score.to_dict())
 

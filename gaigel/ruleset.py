@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class Opening(enum.IntEnum):
@@ -124,11 +125,19 @@ class Ruleset:
                 if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
                     raise RulesetError(f"ruleset option {name} must be an integer in {lo}..{hi}, got {value!r}")
         if self.players not in (2, 3, 4, 6, 8):
-            raise RulesetError(f"players must be 2, 3, 4, 6 or 8 (48 cards must split into 5-card hands and whole draw rounds), got {self.players}")
-        if not isinstance(self.opening_enabled, frozenset) or not all(isinstance(o, Opening) for o in self.opening_enabled):
-            raise RulesetError("ruleset option opening.enabled must be a set of ANDERE_ALTE, GE_ELFEN, HOEHER_HAT, AUF_DISSLE")
+            raise RulesetError(
+                f"players must be 2, 3, 4, 6 or 8 (48 cards must split into 5-card hands and whole draw rounds), got {self.players}"
+            )
+        if not isinstance(self.opening_enabled, frozenset) or not all(
+            isinstance(o, Opening) for o in self.opening_enabled
+        ):
+            raise RulesetError(
+                "ruleset option opening.enabled must be a set of ANDERE_ALTE, GE_ELFEN, HOEHER_HAT, AUF_DISSLE"
+            )
         if Opening.TRUMPF_HOEHER in self.opening_enabled:
-            raise RulesetError("opening.enabled cannot name TRUMPF_HOEHER: it is the fallback (opening.all_trump_fallback)")
+            raise RulesetError(
+                "opening.enabled cannot name TRUMPF_HOEHER: it is the fallback (opening.all_trump_fallback)"
+            )
         if self.meld_partner_privilege and self.meld_timing != "trick_winner":
             raise RulesetError("meld.partner_privilege needs meld.timing = trick_winner")
         if self.match_format == "putzen" and self.putzen_max_hands < 1:
@@ -191,7 +200,9 @@ class Ruleset:
         for key, value in flat.items():
             field = key.replace(".", "_").replace("-", "_")
             if field not in known:
-                raise RulesetError(f"unknown ruleset option {key!r} (known: {', '.join(sorted(option_name(k) for k in known))})")
+                raise RulesetError(
+                    f"unknown ruleset option {key!r} (known: {', '.join(sorted(option_name(k) for k in known))})"
+                )
             if field == "opening_enabled":
                 value = _parse_openings(value)
             changes[field] = value
@@ -227,7 +238,9 @@ def _parse_openings(value: Any) -> frozenset[Opening]:
         try:
             out.add(item if isinstance(item, Opening) else Opening[str(item).upper()])
         except KeyError:
-            raise RulesetError(f"unknown opening {item!r} in opening.enabled (known: ANDERE_ALTE, GE_ELFEN, HOEHER_HAT, AUF_DISSLE)") from None
+            raise RulesetError(
+                f"unknown opening {item!r} in opening.enabled (known: ANDERE_ALTE, GE_ELFEN, HOEHER_HAT, AUF_DISSLE)"
+            ) from None
     return frozenset(out)
 
 

@@ -216,14 +216,57 @@ class GaigelState:
     """
 
     __slots__ = (
-        "rules", "n", "num_sides", "side_of", "forehand", "trump", "trump_card", "deal",
-        "hands", "talon", "tpos", "face_up", "phase", "to_act", "leader", "trick_cards",
-        "win_idx", "win_card", "_tb", "face_down", "trick_no", "strict", "opening",
-        "trick1_special", "_lead_mask", "declarer", "side_cards", "side_melds",
-        "side_tricks", "crossed", "melded_suits", "meld_used", "known", "robbed_by",
-        "rob_cards", "reserved_side", "shown_sevens", "tricks", "melds", "history",
-        "_outcome", "window", "window_over", "last_winner", "events", "_n_tricks",
-        "_extras_without_trick", "_meld_with_play", "_meld_own_turn", "_other_extras", "_trump_sevens",
+        "_extras_without_trick",
+        "_lead_mask",
+        "_meld_own_turn",
+        "_meld_with_play",
+        "_n_tricks",
+        "_other_extras",
+        "_outcome",
+        "_tb",
+        "_trump_sevens",
+        "crossed",
+        "deal",
+        "declarer",
+        "events",
+        "face_down",
+        "face_up",
+        "forehand",
+        "hands",
+        "history",
+        "known",
+        "last_winner",
+        "leader",
+        "meld_used",
+        "melded_suits",
+        "melds",
+        "n",
+        "num_sides",
+        "opening",
+        "phase",
+        "reserved_side",
+        "rob_cards",
+        "robbed_by",
+        "rules",
+        "shown_sevens",
+        "side_cards",
+        "side_melds",
+        "side_of",
+        "side_tricks",
+        "strict",
+        "talon",
+        "to_act",
+        "tpos",
+        "trick1_special",
+        "trick_cards",
+        "trick_no",
+        "tricks",
+        "trump",
+        "trump_card",
+        "win_card",
+        "win_idx",
+        "window",
+        "window_over",
     )  # fmt: skip
 
     def __init__(self, rules: Ruleset, deal: Deal, forehand: int = 0) -> None:
@@ -723,7 +766,9 @@ class GaigelState:
             self.phase = Phase.MELD_WINDOW
             self.window = [w]
             if rules.meld_partner_privilege:  # the winner, then his partners in playing order
-                self.window += [x for x in ((w + i) % self.n for i in range(1, self.n)) if self.side_of[x] == self.side_of[w]]
+                self.window += [
+                    x for x in ((w + i) % self.n for i in range(1, self.n)) if self.side_of[x] == self.side_of[w]
+                ]
             self.to_act = w
             return
         self._after_meld()
@@ -791,7 +836,9 @@ class GaigelState:
         over = self.window_over
         self.window_over = ()
         if over and self.trick_no < self._n_tricks:
-            self._finish(Termination.UEBERGAIGELT, [x for x in range(self.num_sides) if x not in over], losers=list(over))
+            self._finish(
+                Termination.UEBERGAIGELT, [x for x in range(self.num_sides) if x not in over], losers=list(over)
+            )
             return
         self._after_aus()
 
