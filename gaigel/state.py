@@ -149,6 +149,21 @@ _OBERS: CardMask = sum(0xC0 << (12 * s) for s in range(4))
 _KING_A: CardMask = sum(0x10 << (12 * s) for s in range(4))
 
 
+def beats(x: CardId, w: CardId, trump: int | None) -> bool:
+    """Does card *x*, played after *w*, beat it? (RULES.md §5.1; ``trump=None``: no trump suit)."""
+    return _BEATS[_NO_TRUMP if trump is None else trump][w * 48 + x]
+
+
+def trick_winner(cards: list[CardId] | tuple[CardId, ...], trump: int | None) -> int:
+    """Index of the winning card of an ordinary trick in playing order (RULES.md §5.1)."""
+    table = _BEATS[_NO_TRUMP if trump is None else trump]
+    w = 0
+    for i in range(1, len(cards)):
+        if table[cards[w] * 48 + cards[i]]:
+            w = i
+    return w
+
+
 def _marriages(cards: CardMask) -> CardMask:
     """Non-zero when *cards* hold a King and an Ober of some suit (bit 4 of each such suit)."""
     k = cards & _KINGS
@@ -326,7 +341,12 @@ class GaigelState:
         self.window_over: tuple[int, ...] = ()
         self.last_winner = -1
         self.events: list[tuple[object, ...]] | None = None
-        # Rule switches read on the hot path, looked up once.
+        self._set_switches()
+        self._start()
+
+    def _set_switches(self) -> None:
+        """Rule switches read on the hot path, looked up once."""
+        rules = self.rules
         self._meld_with_play = rules.meld_timing in ("own_turn", "lead_only")
         self._meld_own_turn = rules.meld_timing == "own_turn"
         self._other_extras = rules.five_sevens_anytime or rules.meld_timing == "any_time"
@@ -337,7 +357,6 @@ class GaigelState:
             or rules.five_sevens_anytime
         )
         self._trump_sevens = 3 << (12 * self.trump + 10)
-        self._start()
 
     def _start(self) -> None:
         rules = self.rules

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gaigel.bots.heuristic import HeuristicBot
+from gaigel.bots.search import SearchBot
 from gaigel.bots.simple import FirstBot, RandomBot
 from gaigel.match import Bot
 
 HOUSE_BOTS: dict[str, Callable[[], Bot]] = {
     "random": RandomBot,
     "first": FirstBot,
+    "heuristic": HeuristicBot,
+    "search": SearchBot,
 }
 
 
@@ -24,4 +28,4 @@ def make_bot(name: str) -> Bot:
         raise ValueError(f"unknown bot {name!r} (house bots: {', '.join(sorted(HOUSE_BOTS))})") from None
 
 
-__all__ = ["HOUSE_BOTS", "FirstBot", "RandomBot", "make_bot"]
+__all__ = ["HOUSE_BOTS", "FirstBot", "HeuristicBot", "RandomBot", "SearchBot", "make_bot"]
