@@ -109,7 +109,9 @@ class HeuristicBot(Bot):
         on_table = sum(POINTS_OF[c] for c in plays)
         last_to_play = len(plays) == obs.players - 1
         winners = [c for c in cards if beats(c, win_card, trump)]
-        if partner_of(obs, obs.seat, win_seat) and (last_to_play or SUIT_OF[win_card] == trump or RANK_OF[win_card] == 0):
+        if partner_of(obs, obs.seat, win_seat) and (
+            last_to_play or SUIT_OF[win_card] == trump or RANK_OF[win_card] == 0
+        ):
             # Smear: the partner holds the trick, give him points (but not trumps).
             smear = [c for c in cards if SUIT_OF[c] != trump and not beats(c, win_card, trump)]
             return max(smear or cards, key=lambda c: (POINTS_OF[c], -RANK_OF[c]))

@@ -98,7 +98,6 @@ class SearchBot(Bot):
         rng = self._rng(request)
         totals = dict.fromkeys(legal, 0.0)
         deadline = time.perf_counter() + self.max_seconds
-        done = 0
         for _ in range(self.samples):
             world = determinize(obs, rules, rng)
             for a in legal:
@@ -110,7 +109,6 @@ class SearchBot(Bot):
                 assert outcome is not None
                 totals[a] += hand_value(outcome, side)
                 self.playouts += 1
-            done += 1
             if time.perf_counter() > deadline:
                 break
         return max(legal, key=lambda a: (totals[a], -a))
