@@ -231,6 +231,7 @@ class GaigelState:
     """
 
     __slots__ = (
+        "_explicit_aus",
         "_extras_without_trick",
         "_lead_mask",
         "_meld_own_turn",
@@ -238,8 +239,10 @@ class GaigelState:
         "_n_tricks",
         "_other_extras",
         "_outcome",
+        "_target",
         "_tb",
         "_trump_sevens",
+        "_winner_melds",
         "crossed",
         "deal",
         "declarer",
@@ -357,6 +360,9 @@ class GaigelState:
             or rules.five_sevens_anytime
         )
         self._trump_sevens = 3 << (12 * self.trump + 10)
+        self._target = rules.target
+        self._explicit_aus = rules.aus_mode == "explicit"
+        self._winner_melds = rules.meld_timing == "trick_winner"
 
     def _start(self) -> None:
         rules = self.rules
@@ -422,8 +428,11 @@ class GaigelState:
                 if not strict:
                     if hand & self._trump_sevens or self._other_extras:
                         self._extra_actions(s, self.side_of[s], has_trick, acts)
-                elif self.rules.meld_timing == "any_time" and self.rules.meld_after_talon:
-                    self._standalone_melds(s, hand, acts, has_trick)
+                else:
+                    if self.rules.five_sevens_anytime and (hand & _SEVENS).bit_count() == 5:
+                        acts.append(A.FIVE_SEVENS)
+                    if self.rules.meld_timing == "any_time" and self.rules.meld_after_talon:
+                        self._standalone_melds(s, hand, acts, has_trick)
             return acts
         if phase == Phase.OPENING:
             options = opening_options(self.rules, self.hands[self.to_act], self.trump)
@@ -737,7 +746,9 @@ class GaigelState:
     def _finish_trick(self) -> None:
         tc = self.trick_cards
         n = self.n
-        winner = (self.leader + self.win_idx) % n
+        winner = self.leader + self.win_idx
+        if winner >= n:
+            winner -= n
         side = self.side_of[winner]
         points = 0
         for c in tc:
@@ -757,22 +768,35 @@ class GaigelState:
             self.trick1_special = False
             self.face_down = False
             self._tb = _BEATS[self.trump]
-        self._note_points(side)
+        if side not in self.crossed and self.side_cards[side] + self.side_melds[side] >= self._target:
+            self.crossed.append(side)
         # RULES.md §10.7: 1. a Dissle declarer who wins a trick fails
         if self.declarer >= 0 and winner == self.declarer:
             self._finish(Termination.DISSLE_FAILED, [x for x in range(self.num_sides) if x != side])
             return
         # 2. Aus check or window
-        if self.rules.aus_mode == "explicit":
+        if self._explicit_aus:
             self.phase = Phase.AUS_WINDOW
             self.window = [(winner + i) % n for i in range(n)]
-            self.window_over = tuple(x for x in range(self.num_sides) if self.side_total(x) >= self.rules.target)
+            self.window_over = tuple(x for x in range(self.num_sides) if self.side_total(x) >= self._target)
             self.to_act = winner
             return
         if self.crossed:
             self._finish(Termination.TARGET_REACHED, [self.crossed[0]])
             return
-        self._after_aus()
+        if self._winner_melds:
+            self._after_aus()
+            return
+        # 3. and 4. (inlined _after_meld for the common rules: this runs once per trick)
+        if self.face_up >= 0:
+            self._draw_round()
+            if self.declarer >= 0 and self._dissle_after_draw():
+                return
+        if self.trick_no == self._n_tricks:
+            self._decide_by_points()
+            return
+        self.phase = Phase.PLAY
+        self.leader = self.to_act = winner
 
     def _after_aus(self) -> None:
         rules = self.rules
@@ -800,14 +824,8 @@ class GaigelState:
         # 3. draw round while the talon lasts, then the Dissle checks
         if self.face_up >= 0:
             self._draw_round()
-            if self.declarer >= 0:
-                if (self.hands[self.declarer] & _SEVENS).bit_count() == 5:
-                    self._finish(Termination.DISSLE_WON, [self.side_of[self.declarer]])
-                    return
-                if self.strict and self.rules.dissle_fail_on_talon_exhausted:
-                    side = self.side_of[self.declarer]
-                    self._finish(Termination.DISSLE_FAILED, [x for x in range(self.num_sides) if x != side])
-                    return
+            if self.declarer >= 0 and self._dissle_after_draw():
+                return
         # 4. no cards left: decide by points
         if self.trick_no == self._n_tricks:
             self._decide_by_points()
@@ -815,27 +833,44 @@ class GaigelState:
         self.phase = Phase.PLAY
         self.leader = self.to_act = self.last_winner
 
+    def _dissle_after_draw(self) -> bool:
+        """§10.7 step 3: five Sevens win the Dissle; an exhausted talon fails it. True if the hand ended."""
+        if (self.hands[self.declarer] & _SEVENS).bit_count() == 5:
+            self._finish(Termination.DISSLE_WON, [self.side_of[self.declarer]])
+            return True
+        if self.strict and self.rules.dissle_fail_on_talon_exhausted:
+            side = self.side_of[self.declarer]
+            self._finish(Termination.DISSLE_FAILED, [x for x in range(self.num_sides) if x != side])
+            return True
+        return False
+
     def _draw_round(self) -> None:
         """Every seat draws one card, the trick winner first; the last drawer of the final
         round takes the face-up card (RULES.md §5.3)."""
         n = self.n
         talon = self.talon
-        for i in range(n):
-            seat = (self.last_winner + i) % n
-            if self.tpos < len(talon):
-                c = talon[self.tpos]
-                self.tpos += 1
-                public = False
-            else:
-                c = self.face_up
-                self.face_up = -1
-                self.known[seat] |= 1 << c
-                public = True
-            self.hands[seat] |= 1 << c
-            if self.events is not None:
-                self.events.append(("draw", seat, c, public))
-        if self.face_up < 0:
+        hands = self.hands
+        seat = self.last_winner
+        tpos = self.tpos
+        final = len(talon) - tpos < n
+        events = self.events
+        for i in range(n - 1 if final else n):
+            c = talon[tpos + i]
+            hands[seat] |= 1 << c
+            if events is not None:
+                events.append(("draw", seat, c, False))
+            seat = seat + 1 if seat + 1 < n else 0
+        if final:
+            c = self.face_up
+            self.face_up = -1
+            self.known[seat] |= 1 << c
+            hands[seat] |= 1 << c
+            if events is not None:
+                events.append(("draw", seat, c, True))
+            self.tpos = len(talon)
             self.strict = True
+        else:
+            self.tpos = tpos + n
 
     def _call_aus(self) -> None:
         s = self.to_act

@@ -1,0 +1,26 @@
+"""A complete Gaigel bot: plays a random legal action. Run with GAIGEL_SERVER and GAIGEL_TOKEN set:
+
+python clients/python/examples/random_bot.py
+"""
+
+import logging
+import os
+import random
+
+from gaigel_client import Bot, run
+
+
+class RandomBot(Bot):
+    name = "random-py"  # the registered name; GAIGEL_BOT_NAME overrides it
+    version = "1.0"
+
+    def __init__(self) -> None:
+        self.rng = random.Random(int(os.environ.get("GAIGEL_SEED", "0")))
+
+    def decide(self, request):  # request: gaigel.v1 DecisionRequest
+        return self.rng.choice(request.legal_actions).id
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run(RandomBot())

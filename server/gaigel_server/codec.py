@@ -1,0 +1,349 @@
+"""Translation between engine values and gaigel.v1 messages, and nothing else.
+
+Every per-seat message is built from an :class:`~gaigel.observation.Observation` or from
+engine events filtered for the receiver: a seat never gets another seat's cards, a
+face-down card before its trick is complete, another seat's drawn card or the talon
+order. ``viewer=None`` means a spectator (public information only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from gaigel import actions as A
+from gaigel.cards import CODE_OF, POINTS_OF, CardId
+from gaigel.observation import Observation
+from gaigel.ruleset import Opening, Ruleset
+from gaigel.state import GaigelState, HandOutcome, Termination
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import common_pb2 as cm
+from gaigel_api.v1 import game_pb2 as gm
+
+FACE_DOWN_OPENINGS = (Opening.ANDERE_ALTE, Opening.HOEHER_HAT, Opening.TRUMPF_HOEHER)
+
+HAND_TERMINATION = {
+    Termination.TARGET_REACHED: cm.HAND_TERMINATION_TARGET_REACHED,
+    Termination.AUS_CALLED: cm.HAND_TERMINATION_TARGET_REACHED,
+    Termination.UEBERGAIGELT: cm.HAND_TERMINATION_UEBERGAIGELT,
+    Termination.UNTERGAIGELT: cm.HAND_TERMINATION_UNTERGAIGELT,
+    Termination.CARDS_EXHAUSTED: cm.HAND_TERMINATION_CARDS_EXHAUSTED,
+    Termination.FIVE_SEVENS: cm.HAND_TERMINATION_FIVE_SEVENS,
+    Termination.DISSLE_WON: cm.HAND_TERMINATION_DISSLE_WON,
+    Termination.DISSLE_FAILED: cm.HAND_TERMINATION_DISSLE_FAILED,
+    Termination.REDEAL: cm.HAND_TERMINATION_REDEAL,
+}
+
+MATCH_TERMINATION = {
+    "completed": cm.MATCH_TERMINATION_COMPLETED,
+    "forfeit": cm.MATCH_TERMINATION_FORFEIT,
+    "aborted": cm.MATCH_TERMINATION_ABORTED,
+    "cancelled": cm.MATCH_TERMINATION_CANCELLED,
+}
+
+_PHASES = {
+    "opening": gm.PHASE_OPENING,
+    "aus_window": gm.PHASE_AUS_WINDOW,
+    "meld_window": gm.PHASE_MELD_WINDOW,
+    "terminal": gm.PHASE_HAND_OVER,
+}
+
+
+def card(c: CardId) -> cm.Card:
+    """The proto Card of card id *c*, every field filled."""
+    return cm.Card(id=c, code=CODE_OF[c], suit=c // 12 + 1, rank=(c % 12) // 2 + 1, points=POINTS_OF[c])  # type: ignore[arg-type]
+
+
+def legal_action(a: int) -> bs.LegalAction:
+    """One legal action with its label, kind and structured fields."""
+    out = bs.LegalAction(id=a, label=A.action_label(a))
+    if a < 48:
+        out.kind = bs.ACTION_KIND_PLAY
+        out.card.CopyFrom(card(a))
+    elif a < 144:
+        c = a % 48
+        out.kind = bs.ACTION_KIND_PLAY_WITH_MELD
+        out.card.CopyFrom(card(c))
+        out.meld = cm.MELD_KIND_DOUBLE_MARRIAGE if a >= A.DOUBLE_PLAY_BASE else cm.MELD_KIND_MARRIAGE
+        out.meld_suit = c // 12 + 1  # type: ignore[assignment]
+    elif a == A.ROB:
+        out.kind = bs.ACTION_KIND_ROB
+    elif A.OPENING_BASE <= a < A.OPENING_BASE + 5:
+        out.kind = bs.ACTION_KIND_OPENING
+        out.opening = a - A.OPENING_BASE + 1  # type: ignore[assignment]
+    elif A.MELD_BASE <= a < A.NO_MELD:
+        double = a >= A.DOUBLE_MELD_BASE
+        out.kind = bs.ACTION_KIND_MELD
+        out.meld = cm.MELD_KIND_DOUBLE_MARRIAGE if double else cm.MELD_KIND_MARRIAGE
+        out.meld_suit = a - (A.DOUBLE_MELD_BASE if double else A.MELD_BASE) + 1  # type: ignore[assignment]
+    else:
+        out.kind = {
+            A.AUS: bs.ACTION_KIND_AUS,
+            A.PASS: bs.ACTION_KIND_PASS,
+            A.RESERVE_ROB: bs.ACTION_KIND_RESERVE_ROB,
+            A.SHOW_SEVEN: bs.ACTION_KIND_SHOW_SEVEN,
+            A.FIVE_SEVENS: bs.ACTION_KIND_FIVE_SEVENS,
+            A.NO_MELD: bs.ACTION_KIND_NO_MELD,
+            A.GIVE_MELD: bs.ACTION_KIND_GIVE_MELD,
+        }[a]
+    return out
+
+
+def _opening(o: Opening | None) -> int:
+    return 0 if o is None else int(o) + 1
+
+
+def observation(obs: Observation, hand_index: int) -> gm.Observation:
+    """The proto Observation of *obs* (which already holds only what its seat may know)."""
+    out = gm.Observation(
+        seat=obs.seat,
+        hand_index=hand_index,
+        talon_size=obs.talon_size,
+        trump_suit=obs.trump_suit + 1,  # type: ignore[arg-type]
+        opening=_opening(obs.opening),  # type: ignore[arg-type]
+        trick_index=len(obs.tricks),
+        leader_seat=obs.trick_leader,
+        scores_exposed=obs.scores is not None,
+    )
+    if obs.phase == "play":
+        if obs.strict:
+            out.phase = gm.PHASE_STRICT
+        elif obs.opening is not None and not obs.tricks:
+            out.phase = gm.PHASE_FIRST_TRICK
+        else:
+            out.phase = gm.PHASE_TALON
+    else:
+        out.phase = _PHASES[obs.phase]
+    if obs.to_act is not None:
+        out.turn_seat = obs.to_act
+    out.hand.extend(card(c) for c in obs.hand)
+    out.trump_card.CopyFrom(card(obs.trump_card))
+    if obs.face_up_card is not None:
+        out.face_up_card.CopyFrom(card(obs.face_up_card))
+    if obs.dissle_declarer is not None:
+        out.dissle_declarer_seat = obs.dissle_declarer
+    face_down = not obs.tricks and obs.opening in FACE_DOWN_OPENINGS
+    for s, c in obs.current_trick:
+        tp = out.current_trick.add(seat=s, face_down=face_down)
+        if c is not None:
+            tp.card.CopyFrom(card(c))
+    for i, t in enumerate(obs.tricks):
+        tr = out.completed_tricks.add(
+            trick_index=i, leader_seat=t.leader, winner_seat=t.winner, card_points=sum(POINTS_OF[c] for c in t.cards)
+        )
+        fd = i == 0 and obs.opening in FACE_DOWN_OPENINGS
+        for j, c in enumerate(t.cards):
+            tr.plays.add(seat=(t.leader + j) % obs.players, face_down=fd, card=card(c))
+    for m in obs.melds:
+        out.melds.add(
+            seat=m.seat,
+            suit=m.suit + 1,
+            kind=cm.MELD_KIND_DOUBLE_MARRIAGE if m.double else cm.MELD_KIND_MARRIAGE,
+            cards=[card(c) for c in m.cards],
+            points=m.points,
+        )
+    if obs.robbed_by is not None and obs.robbed_cards is not None:
+        seven, taken = obs.robbed_cards
+        out.robbery.CopyFrom(gm.Robbery(seat=obs.robbed_by, trump_card=card(taken), seven=card(seven)))
+    for s, held in enumerate(obs.public_holdings):
+        if held:
+            out.public_holdings.add(seat=s, cards=[card(c) for c in held])
+    if obs.scores is not None:
+        for x, sc in enumerate(obs.scores):
+            won = obs.tricks_won[x] if x < len(obs.tricks_won) else 0
+            out.side_totals.add(
+                side=x, card_points=sc.card_points, meld_points=sc.meld_points, total_points=sc.total, tricks_won=won
+            )
+    return out
+
+
+def hand_start(state: GaigelState, hand_index: int, dealer: int, viewer: int | None) -> gm.HandStart:
+    """HandStart for *viewer* (own cards only; none for spectators)."""
+    out = gm.HandStart(
+        hand_index=hand_index,
+        dealer_seat=dealer,
+        forehand_seat=state.forehand,
+        trump_card=card(state.trump_card),
+        trump_suit=state.trump + 1,  # type: ignore[arg-type]
+        talon_size=state.talon_size,
+    )
+    if viewer is not None:
+        out.hand.extend(card(c) for c in state.hand(viewer))
+    return out
+
+
+@dataclasses.dataclass
+class Routed:
+    """A full event and the seat that alone may see its hidden card (None: public)."""
+
+    event: gm.Event
+    owner: int | None = None
+
+    def for_viewer(self, viewer: int | None) -> gm.Event:
+        """The event as *viewer* may see it (spectators: ``None``)."""
+        if self.owner is None or viewer == self.owner:
+            return self.event
+        ev = gm.Event()
+        ev.CopyFrom(self.event)
+        if ev.HasField("card_played"):
+            ev.card_played.ClearField("card")
+        elif ev.HasField("card_drawn"):
+            ev.card_drawn.ClearField("card")
+        return ev
+
+
+class HandEvents:
+    """Turns the engine's event tuples of one hand into routed proto events."""
+
+    def __init__(self, rules: Ruleset, hand_index: int, talon_size: int) -> None:
+        self.rules = rules
+        self.hand_index = hand_index
+        self.trick_index = 0
+        self.talon_size = talon_size
+        self.face_down_in_trick = False
+        self.deciding_seat: int | None = None
+
+    def _ev(self, **kind: object) -> gm.Event:
+        return gm.Event(hand_index=self.hand_index, **kind)  # type: ignore[arg-type]
+
+    def feed(self, ev: Sequence[object]) -> list[Routed]:
+        """The routed events for one engine event tuple."""
+        tag = ev[0]
+        out: list[Routed] = []
+        if tag == "opening":
+            seat, kind = int(ev[1]), ev[2]  # type: ignore[call-overload]
+            out.append(Routed(self._ev(opening_declared=gm.OpeningDeclared(seat=seat, opening=_opening(kind)))))  # type: ignore[arg-type]
+            if kind == Opening.AUF_DISSLE:
+                self.deciding_seat = seat
+        elif tag == "play":
+            seat, c, fd = int(ev[1]), int(ev[2]), bool(ev[3])  # type: ignore[call-overload]
+            self.face_down_in_trick |= fd
+            cp = gm.CardPlayed(seat=seat, trick_index=self.trick_index, face_down=fd, card=card(c))
+            out.append(Routed(self._ev(card_played=cp), owner=seat if fd else None))
+        elif tag == "trick":
+            leader, cards, winner, points = int(ev[1]), ev[2], int(ev[3]), int(ev[4])  # type: ignore[call-overload]
+            assert isinstance(cards, tuple)
+            n = self.rules.players
+            if self.face_down_in_trick:
+                plays = [gm.TrickPlay(seat=(leader + j) % n, face_down=True, card=card(c)) for j, c in enumerate(cards)]
+                out.append(Routed(self._ev(trick_revealed=gm.TrickRevealed(trick_index=self.trick_index, plays=plays))))
+            if self.trick_index == self.rules.tricks_per_hand - 1:
+                points -= self.rules.last_trick_bonus  # the bonus is part of the side total, not of the trick
+            tw = gm.TrickWon(
+                trick_index=self.trick_index,
+                winner_seat=winner,
+                winner_side=self.rules.side_of(winner),
+                card_points=points,
+            )
+            out.append(Routed(self._ev(trick_won=tw)))
+            self.trick_index += 1
+            self.face_down_in_trick = False
+        elif tag == "meld":
+            seat, suit, double, cards, points = int(ev[1]), int(ev[2]), bool(ev[3]), ev[4], int(ev[5])  # type: ignore[call-overload]
+            assert isinstance(cards, tuple)
+            meld = gm.Meld(
+                seat=seat,
+                suit=suit + 1,
+                kind=cm.MELD_KIND_DOUBLE_MARRIAGE if double else cm.MELD_KIND_MARRIAGE,
+                cards=[card(c) for c in cards],
+                points=points,
+                trick_index=self.trick_index,
+            )
+            out.append(Routed(self._ev(meld=meld)))
+        elif tag == "rob":
+            seat, seven, taken = int(ev[1]), int(ev[2]), int(ev[3])  # type: ignore[call-overload]
+            rob = gm.Robbery(seat=seat, trump_card=card(taken), seven=card(seven), trick_index=self.trick_index)
+            out.append(Routed(self._ev(robbery=rob)))
+        elif tag == "reserve":
+            out.append(Routed(self._ev(rob_reserved=gm.RobReserved(seat=int(ev[1])))))  # type: ignore[call-overload]
+        elif tag == "show_seven":
+            seat, seven, points = int(ev[1]), int(ev[2]), int(ev[3])  # type: ignore[call-overload]
+            out.append(Routed(self._ev(seven_shown=gm.SevenShown(seat=seat, card=card(seven), points=points))))
+        elif tag == "five_sevens":
+            self.deciding_seat = int(ev[1])  # type: ignore[call-overload]
+        elif tag == "draw":
+            seat, c, public = int(ev[1]), int(ev[2]), bool(ev[3])  # type: ignore[call-overload]
+            self.talon_size -= 1
+            cd = gm.CardDrawn(seat=seat, card=card(c), face_up_card=public, talon_size=self.talon_size)
+            out.append(Routed(self._ev(card_drawn=cd), owner=None if public else seat))
+        elif tag in ("aus", "pass"):
+            seat = int(ev[1])  # type: ignore[call-overload]
+            if tag == "aus":
+                self.deciding_seat = seat
+            out.append(Routed(self._ev(aus_answered=gm.AusAnswered(seat=seat, aus=tag == "aus"))))
+        elif tag == "no_meld":
+            out.append(Routed(self._ev(meld_privilege_passed=gm.MeldPrivilegePassed(seat=int(ev[1])))))  # type: ignore[call-overload]
+        elif tag == "give_meld":
+            mp = gm.MeldPrivilegePassed(seat=int(ev[1]), to_seat=int(ev[2]))  # type: ignore[call-overload]
+            out.append(Routed(self._ev(meld_privilege_passed=mp)))
+        return out  # "hand_end" becomes a HandEnd message of its own
+
+
+def hand_end(state: GaigelState | None, hand_index: int, deciding_seat: int | None, rules: Ruleset) -> gm.HandEnd:
+    """HandEnd of a finished hand, or an ABORTED one when *state* is not terminal (or None)."""
+    outcome: HandOutcome | None = state.outcome() if state is not None else None
+    out = gm.HandEnd(hand_index=hand_index)
+    if outcome is None or state is None:
+        out.termination = cm.HAND_TERMINATION_ABORTED
+        return out
+    out.termination = HAND_TERMINATION[outcome.termination]
+    if deciding_seat is not None and outcome.termination in (
+        Termination.AUS_CALLED,
+        Termination.UNTERGAIGELT,
+        Termination.FIVE_SEVENS,
+        Termination.DISSLE_WON,
+        Termination.DISSLE_FAILED,
+    ):
+        out.deciding_seat = deciding_seat
+    out.winner_sides.extend(outcome.winners)
+    bonus_side = (
+        rules.side_of(state.tricks[-1][2]) if state.tricks and len(state.tricks) == rules.tricks_per_hand else -1
+    )
+    for x in range(rules.num_sides):
+        out.sides.add(
+            side=x,
+            won=x in outcome.winners,
+            dashes=outcome.dashes[x],
+            card_points=state.side_cards[x] - (rules.last_trick_bonus if x == bonus_side else 0),
+            meld_points=state.side_melds[x],
+            total_points=outcome.points[x],
+            tricks_won=outcome.tricks[x],
+        )
+    return out
+
+
+def fault(
+    seat: int, reason: str, message: str, hand: int | None, decision_id: str, strike: bool, strikes: int
+) -> cm.Fault:
+    """A Fault message; *reason* is the record's reason code, e.g. ``"TIMEOUT_FALLBACK"``."""
+    out = cm.Fault(
+        seat=seat,
+        reason=cm.FaultReason.Value("FAULT_REASON_" + reason),
+        decision_id=decision_id,
+        strike=strike,
+        strikes=strikes,
+        message=message,
+    )
+    if hand is not None:
+        out.hand_index = hand
+    return out
+
+
+def side_results(hands_won: Sequence[int], dashes: Sequence[int]) -> list[gm.SideMatchResult]:
+    """One SideMatchResult per side."""
+    return [gm.SideMatchResult(side=x, hands_won=hands_won[x], dashes=dashes[x]) for x in range(len(dashes))]
+
+
+__all__ = [
+    "HAND_TERMINATION",
+    "MATCH_TERMINATION",
+    "HandEvents",
+    "Routed",
+    "card",
+    "fault",
+    "hand_end",
+    "hand_start",
+    "legal_action",
+    "observation",
+    "side_results",
+]

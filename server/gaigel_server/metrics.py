@@ -1,0 +1,73 @@
+"""Prometheus metrics of the server (names ``gaigel_*``, units in names, bounded labels).
+
+Labels are never a match id, seed or token. Every labelled series that is known to exist
+is created up front so it is exported as zero.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+DECISION_OUTCOMES = ("answered", "timeout_fallback", "house")
+FAULT_REASONS = (
+    "ILLEGAL_ACTION",
+    "STALE_DECISION",
+    "TIMEOUT_FALLBACK",
+    "FORFEIT",
+    "DISCONNECT",
+    "RESUMED",
+    "MALFORMED_MESSAGE",
+    "MISSING_JOIN",
+)
+TERMINATIONS = ("completed", "forfeit", "aborted", "cancelled")
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class ServerMetrics:
+    """The metric objects of one server, in *registry* (a private one in tests)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.decisions = Counter(
+            "gaigel_decisions_total", "Decisions completed, by outcome.", ["outcome"], registry=registry
+        )
+        self.decision_seconds = Histogram(
+            "gaigel_decision_duration_seconds",
+            "Time a bot took to answer a decision (server lag excluded), by bot name.",
+            ["bot"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.faults = Counter(
+            "gaigel_faults_total", "Faults charged to seats, by reason code.", ["reason"], registry=registry
+        )
+        self.server_lag = Histogram(
+            "gaigel_server_lag_seconds",
+            "Time the server itself was late (event-loop delay and send time), not charged to bots.",
+            buckets=LAG_BUCKETS,
+            registry=registry,
+        )
+        self.active_sessions = Gauge("gaigel_active_sessions", "Bot sessions with an open stream.", registry=registry)
+        self.active_matches = Gauge("gaigel_active_matches", "Matches being played.", registry=registry)
+        self.matches = Counter(
+            "gaigel_matches_total", "Matches ended, by termination.", ["termination"], registry=registry
+        )
+        self.sessions = Counter(
+            "gaigel_sessions_total", "Play streams opened, by result.", ["result"], registry=registry
+        )
+        for o in DECISION_OUTCOMES:
+            self.decisions.labels(o)
+        for r in FAULT_REASONS:
+            self.faults.labels(r)
+        for t in TERMINATIONS:
+            self.matches.labels(t)
+        for r in ("accepted", "rejected"):
+            self.sessions.labels(r)
+
+    def bot(self, name: str) -> None:
+        """Pre-initialises the per-bot series of *name* (a registered bot)."""
+        self.decision_seconds.labels(name)
+
+
+__all__ = ["ServerMetrics"]

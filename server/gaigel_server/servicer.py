@@ -1,0 +1,432 @@
+"""BotService and MatchService: authentication, framing and status codes, nothing else.
+
+The Play stream is registered with a bytes deserializer so that a message that is not
+valid protobuf ends the stream with INVALID_ARGUMENT (not a generic INTERNAL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from gaigel.bots import HOUSE_BOTS, make_bot
+from gaigel.match import Bot, MatchSpec
+from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+from gaigel_server import PROTOCOL_VERSION, SERVER_VERSION
+from gaigel_server.auth import HOUSE_PREFIX, AuthError, BotRegistry, bearer_token, tokens_equal
+from gaigel_server.logging import get_logger
+from gaigel_server.metrics import ServerMetrics
+from gaigel_server.session import Abort, Answer, BotSession, Stream
+from gaigel_server.table import ENDED, RUNNING, WAITING, Clock, Lobby, ServiceError, Table
+
+_STATE_NAMES = {ms.MATCH_STATE_WAITING: WAITING, ms.MATCH_STATE_RUNNING: RUNNING, ms.MATCH_STATE_ENDED: ENDED}
+MAX_PAGE = 1000
+
+
+class BotServicer:
+    """BotService.Play: Join or Resume, then Actions in and game messages out."""
+
+    def __init__(
+        self, lobby: Lobby, registry: BotRegistry, metrics: ServerMetrics, join_timeout: float, max_message_bytes: int
+    ) -> None:
+        self.lobby = lobby
+        self.registry = registry
+        self.metrics = metrics
+        self.join_timeout = join_timeout
+        self.max_message_bytes = max_message_bytes
+        self.log = get_logger()
+
+    def handler(self) -> grpc.GenericRpcHandler[Any, Any]:
+        """The generic handler of gaigel.v1.BotService (requests arrive as raw bytes)."""
+        play = grpc.stream_stream_rpc_method_handler(
+            self.Play,
+            request_deserializer=None,
+            response_serializer=bs.PlayResponse.SerializeToString,
+        )
+        return grpc.method_handlers_generic_handler("gaigel.v1.BotService", {"Play": play})
+
+    async def _reject(self, context: grpc.aio.ServicerContext[Any, Any], code: grpc.StatusCode, message: str) -> None:
+        self.metrics.sessions.labels("rejected").inc()
+        self.log.info("session_rejected", code=code.name, detail=message, peer=context.peer())
+        await context.abort(code, message)
+
+    async def Play(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """One session stream."""
+        it = request_iterator.__aiter__()
+        try:
+            raw = await asyncio.wait_for(it.__anext__(), self.join_timeout)
+        except TimeoutError:
+            await self._reject(
+                context,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"no Join or Resume within the Join timeout of {self.join_timeout:g} s",
+            )
+            return
+        except StopAsyncIteration:
+            return
+        try:
+            first = bs.PlayRequest.FromString(raw)
+        except DecodeError as e:
+            await self._reject(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"MALFORMED_MESSAGE: the first message is not a valid PlayRequest ({e})",
+            )
+            return
+        kind = first.WhichOneof("message")
+        stream = Stream()
+        try:
+            if kind == "join":
+                session = self._join(first.join)
+                session.attach(stream)
+                resumed = False
+            elif kind == "resume":
+                r = first.resume
+                if not r.match_id or not r.resume_token:
+                    raise ServiceError(
+                        grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE: Resume needs match_id and resume_token"
+                    )
+                table, session = self.lobby.resume(r.match_id, r.seat, r.resume_token)
+                if r.bot_version:
+                    session.bot_version = r.bot_version
+                resumed = True
+            elif kind is None:
+                raise ServiceError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "MALFORMED_MESSAGE: PlayRequest has no message set (expected join)",
+                )
+            else:
+                raise ServiceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"MISSING_JOIN: the first message must be Join or Resume, got {kind}",
+                )
+        except ServiceError as e:
+            await self._reject(context, e.code, e.message)
+            return
+        self.metrics.sessions.labels("accepted").inc()
+        self.metrics.active_sessions.inc()
+        log = self.log.bind(session_id=session.session_id, bot=session.bot_name)
+        log.info("session_resumed" if resumed else "session_joined", version=session.bot_version)
+        reader: asyncio.Task[None] | None = None
+        try:
+            await context.write(
+                bs.PlayResponse(
+                    sequence=0,
+                    welcome=bs.Welcome(
+                        session_id=session.session_id,
+                        bot_name=session.bot_name,
+                        protocol_version=PROTOCOL_VERSION,
+                        server_version=SERVER_VERSION,
+                        resumed=resumed,
+                        max_message_bytes=self.max_message_bytes,
+                    ),
+                )
+            )
+            if resumed:
+                session.attach(stream, after=first.resume.last_sequence)
+                table.on_resume(session.seat)
+            else:
+                self.lobby.make_idle(session)
+            reader = asyncio.get_running_loop().create_task(self._read(it, session, stream))
+            while True:
+                item = await stream.queue.get()
+                if item is None:
+                    break
+                if isinstance(item, Abort):
+                    log.info("session_aborted", code=item.code.name, detail=item.message)
+                    await context.abort(item.code, item.message)
+                await context.write(item.message)
+                if item.sent is not None and not item.sent.done():
+                    item.sent.set_result(time.monotonic())
+        finally:
+            if reader is not None:
+                reader.cancel()
+            self.metrics.active_sessions.dec()
+            if session.stream is stream:
+                session.detach(stream)
+                self.lobby.stream_closed(session)
+            log.info("session_stream_closed")
+
+    def _join(self, join: bs.Join) -> BotSession:
+        if not join.bot_name or not join.bot_token:
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE: Join needs bot_name and bot_token")
+        if join.protocol_version != PROTOCOL_VERSION:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"unsupported protocol_version {join.protocol_version}: this server speaks {PROTOCOL_VERSION} (gaigel.v1)",
+            )
+        try:
+            self.registry.verify(join.bot_name, join.bot_token)
+        except AuthError as e:
+            raise ServiceError(grpc.StatusCode.UNAUTHENTICATED, str(e)) from None
+        session = BotSession(join.bot_name, join.bot_version)
+        self.lobby.add_session(session)
+        return session
+
+    async def _read(self, it: AsyncIterator[bytes], session: BotSession, stream: Stream) -> None:
+        def fail(code: grpc.StatusCode, reason: str, message: str) -> None:
+            table = session.table
+            if table is not None and table.state == RUNNING:
+                table.fault(session.seat, reason, message, strike=False)
+            stream.queue.put_nowait(Abort(code, f"{reason}: {message}"))
+
+        with contextlib.suppress(grpc.RpcError, asyncio.CancelledError):
+            async for raw in it:
+                if stream.closed:
+                    return
+                try:
+                    req = bs.PlayRequest.FromString(raw)
+                except DecodeError as e:
+                    fail(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "MALFORMED_MESSAGE",
+                        f"a message is not a valid PlayRequest ({e})",
+                    )
+                    return
+                kind = req.WhichOneof("message")
+                if kind == "action":
+                    if not req.action.decision_id:
+                        fail(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE", "Action.decision_id is required")
+                        return
+                    answer = Answer(req.action.decision_id, req.action.action_id, time.monotonic())
+                    table = session.table
+                    if table is not None and table.state == RUNNING:
+                        table.on_action(session.seat, answer)
+                    else:
+                        session.send(
+                            action_rejected=bs.ActionRejected(
+                                decision_id=answer.decision_id,
+                                action_id=answer.action_id,
+                                reason=bs.REJECT_REASON_NOT_YOUR_TURN,
+                                message="no match is running for this session",
+                            )
+                        )
+                elif kind == "leave":
+                    self.lobby.leave(session)
+                elif kind in ("join", "resume"):
+                    fail(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        "MISSING_JOIN",
+                        f"{kind} is valid only as the first message of a stream",
+                    )
+                    return
+                else:
+                    fail(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE", "PlayRequest has no message set")
+                    return
+
+
+class MatchServicer(ms_grpc.MatchServiceServicer):
+    """MatchService: admin-token checks and translation of requests to the lobby."""
+
+    def __init__(
+        self,
+        lobby: Lobby,
+        registry: BotRegistry,
+        metrics: ServerMetrics,
+        admin_token: str,
+        default_clock: Clock,
+        watch_without_token: bool = False,
+    ) -> None:
+        self.lobby = lobby
+        self.registry = registry
+        self.metrics = metrics
+        self.admin_token = admin_token
+        self.default_clock = default_clock
+        self.watch_without_token = watch_without_token
+        self.log = get_logger()
+
+    async def _auth(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        token = bearer_token(context.invocation_metadata())
+        if not token or not tokens_equal(token, self.admin_token):
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "MatchService needs the admin token as metadata 'authorization: Bearer <admin token>'"
+                + (" (the token given is wrong)" if token else ""),
+            )
+
+    async def _table(self, match_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> Table:
+        table = self.lobby.tables.get(match_id)
+        if table is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no match {match_id!r}")
+        assert table is not None
+        return table
+
+    async def CreateMatch(
+        self, request: ms.CreateMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.CreateMatchResponse:
+        await self._auth(context)
+        if self.lobby.closing:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        if request.request_id and request.request_id in self.lobby.by_request:
+            return ms.CreateMatchResponse(match=self.lobby.tables[self.lobby.by_request[request.request_id]].to_proto())
+        try:
+            table = self.build_table(request)
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            raise
+        self.lobby.add_table(table)
+        self.log.info("match_created", match_id=table.match_id, players=table.spec.players, bots=list(table.spec.bots))
+        return ms.CreateMatchResponse(match=table.to_proto())
+
+    def build_table(self, request: ms.CreateMatchRequest) -> Table:
+        """A new waiting table for *request*.
+
+        :raises ValueError: naming the first invalid field.
+        """
+        n = request.players
+        if n not in (2, 3, 4, 6, 8):
+            raise ValueError(f"players must be 2, 3, 4 or 6 (8 as a variant), got {n}")
+        name = request.ruleset_preset or "default"
+        if name not in PRESETS:
+            raise ValueError(f"ruleset_preset must be one of {', '.join(PRESETS)}, got {name!r}")
+        try:
+            overrides = json.loads(request.ruleset_overrides_json) if request.ruleset_overrides_json else {}
+            if not isinstance(overrides, dict):
+                raise ValueError("ruleset_overrides_json must be a JSON object")
+            overrides.pop("players", None)
+            rules = Ruleset.from_dict(overrides, base=preset(name, n))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"ruleset_overrides_json is not valid JSON: {e.msg}") from None
+        except RulesetError as e:
+            raise ValueError(f"ruleset_overrides_json: {e}") from None
+        if bool(request.seat_bots) == bool(request.side_bots):
+            raise ValueError("give exactly one of seat_bots (one per seat) and side_bots (one per side)")
+        if request.seat_bots:
+            if len(request.seat_bots) != n:
+                raise ValueError(f"seat_bots needs {n} names (one per seat), got {len(request.seat_bots)}")
+            bots = list(request.seat_bots)
+        else:
+            if len(request.side_bots) != rules.num_sides:
+                raise ValueError(
+                    f"side_bots needs {rules.num_sides} names (one per side), got {len(request.side_bots)}"
+                )
+            bots = [request.side_bots[rules.side_of(s)] for s in range(n)]
+        house: dict[int, Bot] = {}
+        for seat, bot in enumerate(bots):
+            if bot.startswith(HOUSE_PREFIX):
+                kind = bot[len(HOUSE_PREFIX) :]
+                if kind not in HOUSE_BOTS:
+                    raise ValueError(
+                        f"unknown house bot {bot!r} (house bots: {', '.join(HOUSE_PREFIX + b for b in sorted(HOUSE_BOTS))})"
+                    )
+                house[seat] = make_bot(kind)
+            elif bot not in self.registry:
+                raise ValueError(
+                    f"bot {bot!r} is not registered (RegisterBot first, or use a house bot such as 'house:random')"
+                )
+            else:
+                self.metrics.bot(bot)
+        if request.hands < 1:
+            raise ValueError(f"hands must be at least 1, got {request.hands}")
+        seed = request.seed if request.HasField("seed") else secrets.randbits(64)
+        first_dealer = request.first_dealer_seat if request.HasField("first_dealer_seat") else 0
+        spec = MatchSpec(ruleset=rules, seed=seed, hands=request.hands, bots=tuple(bots), first_dealer=first_dealer)
+        clock = self.default_clock.merged(request.clock if request.HasField("clock") else None)
+        return Table(self.lobby, secrets.token_hex(8), spec, clock, name, house, request.request_id)
+
+    async def GetMatch(
+        self, request: ms.GetMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.GetMatchResponse:
+        await self._auth(context)
+        return ms.GetMatchResponse(match=(await self._table(request.match_id, context)).to_proto())
+
+    async def ListMatches(
+        self, request: ms.ListMatchesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.ListMatchesResponse:
+        await self._auth(context)
+        size = min(request.page_size or 50, MAX_PAGE)
+        try:
+            offset = int(request.page_token) if request.page_token else 0
+        except ValueError:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token is not one this server issued")
+            raise
+        wanted = _STATE_NAMES.get(request.state)
+        tables = [self.lobby.tables[m] for m in reversed(self.lobby.order)]
+        tables = [
+            t
+            for t in tables
+            if (wanted is None or t.state == wanted) and (not request.bot_name or request.bot_name in t.spec.bots)
+        ]
+        page = tables[offset : offset + size]
+        token = str(offset + size) if offset + size < len(tables) else ""
+        return ms.ListMatchesResponse(matches=[t.to_proto() for t in page], next_page_token=token)
+
+    async def CancelMatch(
+        self, request: ms.CancelMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.CancelMatchResponse:
+        await self._auth(context)
+        table = await self._table(request.match_id, context)
+        if table.state == ENDED:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"match {table.match_id} has already ended ({table.termination})"
+            )
+        self.lobby.cancel(table, "cancelled", request.reason or "cancelled by an administrator")
+        if table.task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(table.task)
+        return ms.CancelMatchResponse(match=table.to_proto())
+
+    async def GetMatchRecord(
+        self, request: ms.GetMatchRecordRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.GetMatchRecordResponse:
+        await self._auth(context)
+        table = await self._table(request.match_id, context)
+        if table.state != ENDED or table.record is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"match {table.match_id} is {table.state}: its record (with the seed) is available once it has ended",
+            )
+        return ms.GetMatchRecordResponse(match_id=table.match_id, record_json=json.dumps(table.record))
+
+    async def RegisterBot(
+        self, request: ms.RegisterBotRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.RegisterBotResponse:
+        await self._auth(context)
+        try:
+            token = self.registry.register(request.bot_name, rotate=request.rotate_token)
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            raise
+        except KeyError:
+            await context.abort(
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"bot {request.bot_name!r} is already registered (set rotate_token to issue a new token)",
+            )
+            raise
+        self.metrics.bot(request.bot_name)
+        self.log.info("bot_registered", bot=request.bot_name, rotated=request.rotate_token)
+        return ms.RegisterBotResponse(bot_name=request.bot_name, bot_token=token)
+
+    async def WatchMatch(
+        self, request: ms.WatchMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[ms.WatchMatchResponse]:
+        if not self.watch_without_token:
+            await self._auth(context)
+        table = await self._table(request.match_id, context)
+        q = table.watch(request.from_start)
+        seq = 0
+        try:
+            while True:
+                item = await q.get()
+                if item is None:
+                    return
+                seq += 1
+                kind, msg = item
+                yield ms.WatchMatchResponse(sequence=seq, **{kind: msg})
+        finally:
+            if q in table.spectators:
+                table.spectators.remove(q)
+
+
+__all__ = ["BotServicer", "MatchServicer"]

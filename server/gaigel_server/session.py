@@ -1,0 +1,122 @@
+"""A bot session: its stream, sequence numbers and the resume buffer of the current match.
+
+A session outlives its stream: when the stream breaks during a match the session keeps
+numbering and buffering messages, and a Resume attaches a new stream that first gets
+every buffered message above the bot's last sequence number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import secrets
+import time
+from typing import TYPE_CHECKING
+
+import grpc
+
+from gaigel_api.v1 import bot_service_pb2 as bs
+
+if TYPE_CHECKING:
+    from gaigel_server.table import Table
+
+
+@dataclasses.dataclass
+class Abort:
+    """Ends the attached stream with a status (put into a stream's queue)."""
+
+    code: grpc.StatusCode
+    message: str
+
+
+@dataclasses.dataclass
+class Outgoing:
+    """A message queued for a stream; *sent* is set once it is written."""
+
+    message: bs.PlayResponse
+    sent: asyncio.Future[float] | None = None
+
+
+class Stream:
+    """One attached gRPC stream: the queue its writer drains."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Outgoing | Abort | None] = asyncio.Queue()
+        self.closed = False
+
+
+@dataclasses.dataclass
+class Answer:
+    """An Action received from a bot, stamped when it was read."""
+
+    decision_id: str
+    action_id: int
+    received: float
+
+
+class BotSession:
+    """One bot session: plays the matches it is assigned, one at a time."""
+
+    def __init__(self, bot_name: str, bot_version: str) -> None:
+        self.session_id = secrets.token_hex(8)
+        self.bot_name = bot_name
+        self.bot_version = bot_version
+        self.sequence = 0
+        self.buffer: list[bs.PlayResponse] = []
+        self.stream: Stream | None = None
+        self.table: Table | None = None
+        self.seat = -1
+        self.resume_token = ""
+        self.leaving = False
+        self.closed = False
+        self.disconnected_at: float | None = None
+        self.issued: set[str] = set()
+
+    # --- sending ---------------------------------------------------------------------
+
+    def send(self, **message: object) -> asyncio.Future[float] | None:
+        """Numbers, buffers and (if a stream is attached) queues one message.
+
+        Returns a future resolved with the write time once the message is on the wire,
+        or None when no stream is attached.
+        """
+        self.sequence += 1
+        msg = bs.PlayResponse(sequence=self.sequence, **message)  # type: ignore[arg-type]
+        if "match_start" in message:
+            self.buffer = []
+        self.buffer.append(msg)
+        if self.stream is None or self.stream.closed:
+            return None
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.stream.queue.put_nowait(Outgoing(msg, fut))
+        return fut
+
+    def attach(self, stream: Stream, after: int | None = None) -> None:
+        """Attaches *stream*; with *after* set, first resends buffered messages numbered above it."""
+        self.stream = stream
+        self.disconnected_at = None
+        if after is not None:
+            for msg in self.buffer:
+                if msg.sequence > after:
+                    stream.queue.put_nowait(Outgoing(msg))
+
+    def detach(self, stream: Stream) -> None:
+        """Forgets *stream* (it broke or ended)."""
+        stream.closed = True
+        if self.stream is stream:
+            self.stream = None
+            self.disconnected_at = time.monotonic()
+
+    def close(self, abort: Abort | None = None) -> None:
+        """Ends the session: the attached stream ends with OK or with *abort*."""
+        self.closed = True
+        if self.stream is not None:
+            self.stream.queue.put_nowait(abort)
+
+    @property
+    def connected(self) -> bool:
+        """True while a stream is attached."""
+        return self.stream is not None and not self.stream.closed
+
+
+__all__ = ["Abort", "Answer", "BotSession", "Outgoing", "Stream"]

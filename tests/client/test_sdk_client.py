@@ -1,0 +1,338 @@
+"""The Python SDK against a scripted gRPC server on loopback."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fake_server as fs
+import grpc
+import pytest
+
+from gaigel_api.v1 import bot_service_pb2 as pb
+from gaigel_client import Bot, ConfigError, ConnectionLostError, ServerError, observation_view, run
+
+REPO = Path(__file__).resolve().parents[2]
+FAST: dict[str, Any] = {"initial_backoff": 0.02, "max_backoff": 0.1, "connect_timeout": 5.0}
+
+
+class RecordingBot(Bot):
+    name = "tester"
+    version = "9.9"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.requests: list[pb.DecisionRequest] = []
+        self.rejections: list[pb.ActionRejected] = []
+        self.rng = random.Random(1)
+
+    def decide(self, request: pb.DecisionRequest) -> int:
+        self.calls.append("decide")
+        self.requests.append(request)
+        return self.rng.choice(request.legal_actions).id
+
+    def on_welcome(self, msg: pb.Welcome) -> None:
+        self.calls.append("welcome")
+
+    def on_match_start(self, msg: pb.MatchStart) -> None:
+        self.calls.append("match_start")
+
+    def on_hand_start(self, msg: Any) -> None:
+        self.calls.append("hand_start")
+
+    def on_event(self, msg: Any) -> None:
+        self.calls.append("event")
+
+    def on_hand_end(self, msg: Any) -> None:
+        self.calls.append("hand_end")
+
+    def on_match_end(self, msg: Any) -> None:
+        self.calls.append("match_end")
+
+    def on_rejected(self, msg: pb.ActionRejected) -> None:
+        self.calls.append("rejected")
+        self.rejections.append(msg)
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[grpc.Server] = []
+
+    def start(*scripts: fs.Script) -> tuple[str, fs.FakeBotService]:
+        server, port, service = fs.start(scripts)
+        servers.append(server)
+        return f"127.0.0.1:{port}", service
+
+    yield start
+    for s in servers:
+        s.stop(0)
+
+
+def test_full_session_with_rejection_drop_and_resume(serve: Any) -> None:
+    legal1, legal2, legal3 = [3, 7, 9], [7, 9], [9, 20]
+    seen: dict[str, Any] = {}
+
+    def first(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        join = conn.recv()
+        seen["join"] = join
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.hand_start(2)
+        yield fs.decision(3, "d1", legal1)
+        a1 = conn.recv_action()
+        seen["a1"] = a1
+        yield fs.rejected(4, a1, pb.REJECT_REASON_STALE_DECISION)
+        a1b = conn.recv_action()
+        seen["a1b"] = a1b
+        yield fs.card_played(5, 1, a1b.action_id)
+        yield fs.decision(6, "d2", legal2)
+        seen["a2"] = conn.recv_action()
+        yield fs.card_played(7, 1, seen["a2"].action_id)
+        # messages 8 and 9 are "lost" with the stream
+        conn.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
+
+    def second(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        seen["resume"] = conn.recv()
+        yield fs.welcome(resumed=True)
+        yield fs.card_played(7, 1, seen["a2"].action_id)  # a duplicate the bot must skip
+        yield fs.card_played(8, 0, 30)
+        yield fs.decision(9, "d3", legal3)
+        seen["a3"] = conn.recv_action()
+        yield fs.hand_end(10)
+        yield fs.match_end(11)
+        conn.drain()
+
+    address, service = serve(first, second)
+    bot = RecordingBot()
+    played = run(bot, address, "tok-1", matches=1, **FAST)
+    assert played == 1
+    assert not service.errors
+
+    join = seen["join"].join
+    assert (join.bot_token, join.bot_name, join.bot_version, join.protocol_version) == ("tok-1", "tester", "9.9", 1)
+    assert seen["a1"].decision_id == "d1" and seen["a1"].action_id in legal1
+    assert seen["a1b"].decision_id == "d1" and seen["a1b"].action_id in legal1
+    assert seen["a2"].decision_id == "d2" and seen["a2"].action_id in legal2
+    assert seen["a3"].decision_id == "d3" and seen["a3"].action_id in legal3
+
+    resume = seen["resume"].resume
+    assert (resume.match_id, resume.seat, resume.resume_token, resume.last_sequence) == ("m-1", 1, "resume-secret", 7)
+    assert resume.bot_version == "9.9"
+
+    # Leave was sent once the last wanted match started
+    assert any(m.HasField("leave") for m in service.conns[0].received)
+    assert bot.calls == [
+        "welcome", "match_start", "hand_start", "decide", "rejected", "decide", "event", "decide", "event",
+        "welcome", "event", "decide", "hand_end", "match_end",
+    ]  # fmt: skip
+    assert bot.rejections[0].decision_open
+
+
+class IllegalBot(Bot):
+    name = "tester"
+
+    def decide(self, request: pb.DecisionRequest) -> int:
+        return 999
+
+
+def test_repeated_illegal_answer_falls_back_to_first_legal(serve: Any) -> None:
+    got: list[pb.Action] = []
+
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.decision(2, "d1", [7, 9])
+        a = conn.recv_action()
+        got.append(a)
+        yield fs.rejected(3, a, pb.REJECT_REASON_ILLEGAL_ACTION)
+        got.append(conn.recv_action())
+        yield fs.card_played(4, 1, 7)
+        yield fs.match_end(5)
+        conn.drain()
+
+    address, service = serve(script)
+    assert run(IllegalBot(), address, "tok", matches=1, **FAST) == 1
+    assert [(a.decision_id, a.action_id) for a in got] == [("d1", 999), ("d1", 7)]
+    assert not service.errors
+
+
+def test_resend_of_unconfirmed_answer_after_resume(serve: Any) -> None:
+    got: dict[str, Any] = {}
+
+    def first(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.decision(2, "d1", [3, 7])
+        got["a"] = conn.recv_action()
+        conn.abort(grpc.StatusCode.UNAVAILABLE, "gone")  # the answer "never reached" the table
+
+    def second(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        got["resume"] = conn.recv()
+        yield fs.welcome(resumed=True)
+        got["again"] = conn.recv_action()
+        yield fs.card_played(3, 1, got["again"].action_id)
+        yield fs.match_end(4)
+        conn.drain()
+
+    address, _ = serve(first, second)
+    assert run(RecordingBot(), address, "tok", matches=1, **FAST) == 1
+    assert got["resume"].resume.last_sequence == 2
+    assert (got["again"].decision_id, got["again"].action_id) == ("d1", got["a"].action_id)
+
+
+def test_unauthenticated_raises_with_server_message(serve: Any) -> None:
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        conn.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown bot token; register the bot with MatchService.RegisterBot")
+        yield from ()
+
+    address, _ = serve(script)
+    with pytest.raises(ServerError) as info:
+        run(RecordingBot(), address, "wrong", **FAST)
+    assert info.value.code is grpc.StatusCode.UNAUTHENTICATED
+    assert "unknown bot token" in str(info.value) and "UNAUTHENTICATED" in str(info.value)
+
+
+def test_server_ending_stream_with_ok_returns(serve: Any) -> None:
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.decision(2, "d1", [3])
+        conn.recv_action()
+        yield fs.match_end(3)
+
+    address, _ = serve(script)
+    assert run(RecordingBot(), address, "tok", **FAST) == 1  # no match limit: ends when the server does
+
+
+def test_missing_token_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GAIGEL_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="GAIGEL_TOKEN"):
+        run(RecordingBot(), "127.0.0.1:1")
+
+
+def test_waits_for_a_server_that_starts_late() -> None:
+    # reserve a port, free it, start the server on it after the bot began connecting
+    probe, port, _ = fs.start([])
+    probe.stop(0).wait()
+
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.match_end(2)
+        conn.drain()
+
+    holder: list[grpc.Server] = []
+    timer = threading.Timer(0.4, lambda: holder.append(fs.start([script], port)[0]))
+    timer.start()
+    try:
+        t0 = time.monotonic()
+        assert run(RecordingBot(), f"127.0.0.1:{port}", "tok", matches=1, **FAST) == 1
+        assert time.monotonic() - t0 >= 0.3
+    finally:
+        timer.join()
+        for s in holder:
+            s.stop(0)
+
+
+def test_observation_view() -> None:
+    request = fs.decision(1, "d", [3, 7]).decision_request
+    view = observation_view(request)
+    assert view.hand == tuple(fs.card(c).code for c in (3, 7, 9, 20, 30))
+    assert view.trump_suit == "S" and view.trump_card == "SKa" and view.face_up_card == "SKa"
+    assert view.phase == "talon" and view.to_act == 1
+    assert view.current_trick == ((0, "EKb"),)
+    assert view.legal == {3: "play ETb", 7: "play EOb"}
+
+
+def test_random_bot_example_runs_as_a_subprocess(serve: Any) -> None:
+    actions: list[pb.Action] = []
+    legal = [[3, 7, 9], [7, 9], [9]]
+
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        join = conn.recv()
+        assert join is not None and join.join.bot_token == "tok-x" and join.join.protocol_version == 1
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.hand_start(2)
+        seq = 3
+        for i, ids in enumerate(legal):
+            yield fs.decision(seq, f"d{i}", ids)
+            a = conn.recv_action()
+            assert a.decision_id == f"d{i}" and a.action_id in ids, a
+            actions.append(a)
+            yield fs.card_played(seq + 1, 1, a.action_id)
+            seq += 2
+        yield fs.hand_end(seq)
+        yield fs.match_end(seq + 1)
+
+    address, service = serve(script)
+    env = dict(os.environ, GAIGEL_SERVER=address, GAIGEL_TOKEN="tok-x", GAIGEL_BOT_NAME="tester")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "clients" / "python"), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "clients" / "python" / "examples" / "random_bot.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not service.errors
+    assert len(actions) == 3
+
+
+def test_refused_resume_joins_afresh_and_counts_matches(serve: Any) -> None:
+    got: dict[str, Any] = {}
+
+    def first(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1, match_id="m-1")
+        yield fs.decision(2, "d1", [3, 7])
+        conn.recv_action()
+        yield fs.card_played(3, 1, 3)
+        conn.abort(grpc.StatusCode.UNAVAILABLE, "gone")
+
+    def refuse(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        got["resume"] = conn.recv()
+        conn.abort(grpc.StatusCode.FAILED_PRECONDITION, "match m-1 is over")
+        yield from ()
+
+    def second(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        got["join"] = conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1, match_id="m-2")  # a new session numbers from 1 again
+        yield fs.decision(2, "d9", [20])
+        got["a"] = conn.recv_action()
+        yield fs.match_end(3, match_id="m-2")
+        conn.drain()
+
+    address, service = serve(first, refuse, second)
+    assert run(RecordingBot(), address, "tok", matches=2, **FAST) == 2
+    assert not service.errors
+    assert got["resume"].resume.match_id == "m-1" and got["resume"].resume.last_sequence == 3
+    assert got["join"].HasField("join")
+    assert (got["a"].decision_id, got["a"].action_id) == ("d9", 20)
+    # Leave only once the last wanted match started
+    assert not any(m.HasField("leave") for m in service.conns[0].received)
+    assert any(m.HasField("leave") for m in service.conns[2].received)
+
+
+def test_gives_up_when_server_stays_away() -> None:
+    probe, port, _ = fs.start([])
+    probe.stop(0).wait()
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionLostError, match="unreachable"):
+        run(RecordingBot(), f"127.0.0.1:{port}", "tok", initial_backoff=0.02, max_backoff=0.1, connect_timeout=0.5)
+    assert time.monotonic() - t0 < 3

@@ -1,0 +1,164 @@
+"""The SDK against the real server (gaigel_server), through a TCP proxy that cuts connections.
+
+Uses only the documented contracts: ``create_server`` and MatchService.CreateMatch with the
+admin token. Skipped when the server package is not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from typing import Any
+
+import grpc
+import pytest
+
+from gaigel_api.v1 import bot_service_pb2 as pb
+from gaigel_api.v1 import common_pb2, game_pb2
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+from gaigel_client import Bot, run
+
+server_mod = pytest.importorskip("gaigel_server.server")
+
+
+class Proxy:
+    """Forwards TCP to *target*; :meth:`cut` closes every open connection."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.socks: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.socks += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self.lock:
+            for s in self.socks:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass
+            self.socks = []
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
+class RealServer:
+    def __init__(self, bots: dict[str, str]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.stopped = threading.Event()
+        self.port = 0
+        self.thread = threading.Thread(target=self._main, args=(bots,), daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10), "server did not start"
+
+    def _main(self, bots: dict[str, str]) -> None:
+        async def main() -> None:
+            config = server_mod.ServerConfig(admin_token="admin-secret", bots=bots)
+            server, self.port = server_mod.create_server("127.0.0.1:0", config)
+            await server.start()
+            self.ready.set()
+            while not self.stopped.is_set():
+                await asyncio.sleep(0.05)
+            await server.stop(0.5)
+
+        self.loop.run_until_complete(main())
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(10)
+
+
+class Steady(Bot):
+    name = "steady"
+
+    def decide(self, request: pb.DecisionRequest) -> int:
+        return request.legal_actions[-1].id
+
+
+class Dropper(Bot):
+    name = "dropper"
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.decisions = 0
+        self.rejections: list[pb.ActionRejected] = []
+        self.end: game_pb2.MatchEnd | None = None
+
+    def decide(self, request: pb.DecisionRequest) -> int:
+        self.decisions += 1
+        if self.decisions in (3, 9):
+            self.proxy.cut()  # the answer below goes into a dead connection
+        return request.legal_actions[0].id
+
+    def on_rejected(self, msg: pb.ActionRejected) -> None:
+        self.rejections.append(msg)
+
+    def on_match_end(self, msg: game_pb2.MatchEnd) -> None:
+        self.end = msg
+
+
+def test_resume_after_cut_connections_against_real_server() -> None:
+    server = RealServer({"dropper": "tok-d", "steady": "tok-s"})
+    proxy = Proxy(server.port)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = ms_grpc.MatchServiceStub(channel)
+            clock = common_pb2.ClockSettings(strikes_limit=3)
+            clock.decision_time.FromSeconds(5)
+            clock.resume_grace.FromSeconds(10)
+            stub.CreateMatch(
+                ms.CreateMatchRequest(players=2, seat_bots=["dropper", "steady"], hands=2, seed=3, clock=clock),
+                metadata=(("authorization", "Bearer admin-secret"),),
+                timeout=10,
+            )
+        results: dict[str, Any] = {}
+        steady = threading.Thread(
+            target=lambda: results.update(steady=run(Steady(), f"127.0.0.1:{server.port}", "tok-s", matches=1)),
+            daemon=True,
+        )
+        steady.start()
+        bot = Dropper(proxy)
+        assert run(bot, f"127.0.0.1:{proxy.port}", "tok-d", matches=1, initial_backoff=0.05) == 1
+        steady.join(20)
+        assert results.get("steady") == 1
+        assert bot.decisions > 9
+        assert bot.rejections == []
+        assert bot.end is not None and bot.end.termination == common_pb2.MATCH_TERMINATION_COMPLETED
+        reasons = [f.reason for f in bot.end.faults]
+        assert reasons.count(common_pb2.FAULT_REASON_RESUMED) == 2
+        assert not any(f.strike for f in bot.end.faults)
+    finally:
+        proxy.close()
+        server.stop()

@@ -1,0 +1,213 @@
+"""The commands: ``gaigel serve`` (SIGTERM), ``gaigel try`` and ``gaigel rematch``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from srvkit import ADMIN, Admin, ScriptedBot, run
+
+from gaigel.record import load_record
+from gaigel.replay import replay
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import match_service_pb2 as ms
+
+GAIGEL = [sys.executable, "-c", "import sys; from gaigel.cli import main; sys.exit(main(sys.argv[1:]))"]
+BOT = [sys.executable, str(Path(__file__).parent / "bots" / "minimal_bot.py")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TestServe:
+    """``gaigel serve`` as a subprocess."""
+
+    def test_sigterm_aborts_running_matches_within_grace(self, tmp_path: Path) -> None:
+        """SIGTERM: the process exits within --grace and the running match is recorded as aborted."""
+        port = free_port()
+        bots = tmp_path / "bots.toml"
+        bots.write_text('[bots]\nalpha = "alpha-token-123"\n')
+        records = tmp_path / "records"
+        proc = subprocess.Popen(
+            [
+                *GAIGEL,
+                "serve",
+                "--address",
+                f"127.0.0.1:{port}",
+                "--bots",
+                str(bots),
+                "--records",
+                str(records),
+                "--metrics-port",
+                "0",
+                "--grace",
+                "3",
+                "--decision-time",
+                "30",
+            ],
+            env=dict(os.environ, GAIGEL_ADMIN_TOKEN=ADMIN),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+
+            async def scenario() -> str:
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+                    for _ in range(100):
+                        try:
+                            await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+                            break
+                        except grpc.aio.AioRpcError:
+                            await asyncio.sleep(0.1)
+
+                async def never(bot: ScriptedBot, req: bs.DecisionRequest) -> None:
+                    return None
+
+                bot = ScriptedBot(port, "alpha", policy=never)
+                task = asyncio.create_task(bot.run())
+                admin = Admin(port)
+                m = await admin.create(2, ["alpha", "house:random"], hands=3)
+                while (await admin.get(m.match_id)).state != ms.MATCH_STATE_RUNNING:
+                    await asyncio.sleep(0.05)
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(task, 5)
+                assert bot.received[-1].match_end.termination == 3  # ABORTED
+                return m.match_id
+
+            match_id = run(scenario(), timeout=30)
+            started = time.monotonic()
+            _out, err = proc.communicate(timeout=10)
+            assert time.monotonic() - started < 3.5
+            assert proc.returncode == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        record = load_record(records / f"{match_id}.json")
+        assert record["result"]["termination"] == "aborted" and record["hands"][-1]["aborted"]
+        assert replay(record).ok
+        lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+        assert any(
+            x["event"] == "match_end" and x["termination"] == "aborted" and x["match_id"] == match_id for x in lines
+        )
+        assert any(x["event"] == "hand_end" or x["event"] == "match_start" for x in lines)
+        assert "alpha-token-123" not in err and ADMIN not in err
+
+
+class TestTry:
+    """``gaigel try`` runs a bot command against house bots."""
+
+    def test_good_bot_passes(self) -> None:
+        """A bot that answers legal ids completes the match: exit 0."""
+        out = subprocess.run(
+            [*GAIGEL, "try", "--players", "3", "--hands", "1", "--seed", "5", "--", *BOT],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "completed" in out.stdout and "ok:" in out.stdout
+
+    def test_faulty_bot_fails_with_reason_code(self) -> None:
+        """A bot that answers an illegal id once: the fault is printed with its reason code, exit 1."""
+        out = subprocess.run(
+            [*GAIGEL, "try", "--players", "2", "--hands", "1", "--seed", "5", "--json", "--", *BOT, "--illegal"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 1, out.stdout + out.stderr
+        data = json.loads(out.stdout)
+        assert data["termination"] == "completed" and [f["reason"] for f in data["faults"]] == ["ILLEGAL_ACTION"]
+
+    def test_missing_command_is_a_usage_error(self) -> None:
+        """No command after --: one line, exit 2."""
+        out = subprocess.run([*GAIGEL, "try", "--players", "2"], capture_output=True, text=True, timeout=30)
+        assert (
+            out.returncode == 2 and "give the bot command" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        )
+
+
+class TestRematch:
+    """``gaigel rematch`` plays a record's bots again on its seed."""
+
+    def test_house_bots_replay_identically(self, tmp_path: Path) -> None:
+        """House bots choose as recorded: exit 0; a changed bot is reported at its first different decision."""
+        path = tmp_path / "m.json"
+        subprocess.run(
+            [
+                *GAIGEL,
+                "play",
+                "--players",
+                "3",
+                "--hands",
+                "2",
+                "--seed",
+                "4",
+                "--bot",
+                "random",
+                "--record",
+                str(path),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        out = subprocess.run([*GAIGEL, "rematch", str(path)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.startswith("same:"), out.stdout + out.stderr
+        data = json.loads(path.read_text())
+        data["seats"][1]["bot"] = "first"
+        changed = tmp_path / "changed.json"
+        changed.write_text(json.dumps(data))
+        out = subprocess.run([*GAIGEL, "rematch", "--json", str(changed)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1
+        diff = json.loads(out.stdout)["difference"]
+        assert diff["seat"] == 1 and diff["recorded"] != diff["new"]
+
+    def test_external_bot_through_the_server(self, tmp_path: Path) -> None:
+        """A non-house bot is launched from --bots NAME=CMD and played over gRPC on the same seed."""
+        path = tmp_path / "m.json"
+        subprocess.run(
+            [
+                *GAIGEL,
+                "play",
+                "--players",
+                "2",
+                "--hands",
+                "1",
+                "--seed",
+                "8",
+                "--bot",
+                "first",
+                "--bot",
+                "random",
+                "--record",
+                str(path),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        data = json.loads(path.read_text())
+        data["seats"][0]["bot"] = "candidate"  # the minimal bot plays the first legal id, as 'first' did
+        renamed = tmp_path / "renamed.json"
+        renamed.write_text(json.dumps(data))
+        cmd = " ".join(BOT)
+        out = subprocess.run(
+            [*GAIGEL, "rematch", str(renamed), "--bots", f"candidate={cmd}"], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0 and out.stdout.startswith("same:"), out.stdout + out.stderr
+        out = subprocess.run([*GAIGEL, "rematch", str(renamed)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "no command for bot(s) candidate" in out.stderr
