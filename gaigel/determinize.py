@@ -184,7 +184,7 @@ def _build(
     st.known = [mask_of(h) for h in obs.public_holdings]
     st.robbed_by = -1 if obs.robbed_by is None else obs.robbed_by
     st.rob_cards = obs.robbed_cards if obs.robbed_cards is not None else (-1, -1)
-    st.reserved_side = -1
+    st.reserved_seat = -1 if obs.rob_reserved_seat is None else obs.rob_reserved_seat
     st.shown_sevens = 0
     st.tricks = [(t.leader, t.cards, t.winner) for t in obs.tricks]
     st.melds = [(m.seat, m.suit, m.double, m.cards, m.points) for m in obs.melds]

@@ -73,6 +73,7 @@ class Observation:
     melds: tuple[MeldView, ...]
     robbed_by: int | None
     robbed_cards: tuple[CardId, CardId] | None
+    rob_reserved_seat: int | None
     strict: bool
     scores: tuple[SideScore, ...] | None
     outcome: HandOutcome | None
@@ -134,6 +135,7 @@ class Observation:
             ],
             "robbed_by": self.robbed_by,
             "robbed_cards": None if self.robbed_cards is None else [code(c) for c in self.robbed_cards],
+            "rob_reserved_seat": self.rob_reserved_seat,
             "strict": self.strict,
             "scores": None
             if self.scores is None
@@ -180,6 +182,7 @@ def observe(state: GaigelState, seat: int) -> Observation:
         melds=tuple(MeldView(*m) for m in state.melds),
         robbed_by=state.robbed_by if state.robbed_by >= 0 else None,
         robbed_cards=state.rob_cards if state.robbed_by >= 0 else None,
+        rob_reserved_seat=state.reserved_seat if state.reserved_seat >= 0 else None,
         strict=state.strict,
         scores=scores,
         outcome=state.outcome(),

@@ -262,7 +262,7 @@ class GaigelState:
         "num_sides",
         "opening",
         "phase",
-        "reserved_side",
+        "reserved_seat",
         "rob_cards",
         "robbed_by",
         "rules",
@@ -287,7 +287,7 @@ class GaigelState:
         "window_over",
     )  # fmt: skip
 
-    def __init__(self, rules: Ruleset, deal: Deal, forehand: int = 0) -> None:
+    def __init__(self, rules: Ruleset, deal: Deal, forehand: int = 0, record_events: bool = False) -> None:
         n = rules.players
         if deal.players != n:
             raise ValueError(f"the deal is for {deal.players} players, the ruleset for {n}")
@@ -334,7 +334,7 @@ class GaigelState:
         self.known = [0] * n
         self.robbed_by = -1
         self.rob_cards = (-1, -1)
-        self.reserved_side = -1
+        self.reserved_seat = -1
         self.shown_sevens = 0
         self.tricks: list[tuple[int, tuple[CardId, ...], int]] = []
         self.melds: list[tuple[int, int, bool, tuple[CardId, ...], int]] = []
@@ -343,7 +343,7 @@ class GaigelState:
         self.window: list[int] = []
         self.window_over: tuple[int, ...] = ()
         self.last_winner = -1
-        self.events: list[tuple[object, ...]] | None = None
+        self.events: list[tuple[object, ...]] | None = [] if record_events else None
         self._set_switches()
         self._start()
 
@@ -369,6 +369,7 @@ class GaigelState:
         if rules.five_sevens_dealt_wins:
             for seat in range(self.n):
                 if (self.hands[seat] & _SEVENS).bit_count() == 5:
+                    self._event("five_sevens", seat, tuple(cards_of(self.hands[seat] & _SEVENS)))
                     self._finish(Termination.FIVE_SEVENS, [self.side_of[seat]])
                     return
         if rules.opening_special_first_trick:
@@ -539,10 +540,10 @@ class GaigelState:
             if (
                 RANK_OF[self.face_up] != Rank.SEVEN
                 and (has_trick or not rules.rob_requires_side_trick)
-                and (self.reserved_side < 0 or self.reserved_side == side)
+                and (self.reserved_seat < 0 or self.side_of[self.reserved_seat] == side)
             ):
                 acts.append(A.ROB)
-            if rules.rob_reservation and self.reserved_side < 0 and RANK_OF[self.face_up] != Rank.SEVEN:
+            if rules.rob_reservation and self.reserved_seat < 0 and RANK_OF[self.face_up] != Rank.SEVEN:
                 acts.append(A.RESERVE_ROB)
             if (
                 rules.rob_second_seven_points
@@ -583,7 +584,10 @@ class GaigelState:
         return new
 
     def enable_events(self) -> list[tuple[object, ...]]:
-        """Starts recording events (the server turns them into protocol messages)."""
+        """Starts recording events (the server turns them into protocol messages).
+
+        Pass ``record_events=True`` to the constructor to also get the events of a hand
+        that ends at the deal (five Sevens, redeal)."""
         if self.events is None:
             self.events = []
         return self.events
@@ -615,7 +619,7 @@ class GaigelState:
         elif action == A.AUS:
             self._call_aus()
         elif action == A.RESERVE_ROB:
-            self.reserved_side = self.side_of[self.to_act]
+            self.reserved_seat = self.to_act
             self._event("reserve", self.to_act)
         elif action == A.SHOW_SEVEN:
             self._show_seven()
@@ -978,7 +982,7 @@ class GaigelState:
         parts: list[object] = [
             ENGINE_VERSION, int(self.phase), self.to_act, self.leader, self.forehand, self.tpos, self.face_up,
             self.trick_no, int(self.strict), -1 if self.opening is None else int(self.opening), self.declarer,
-            self.robbed_by, self.reserved_side, self.shown_sevens, self.meld_used, self.win_idx,
+            self.robbed_by, self.reserved_seat, self.shown_sevens, self.meld_used, self.win_idx,
             "h", *self.hands, "k", *self.known, "t", *self.trick_cards, "c", *self.side_cards,
             "m", *self.side_melds, "x", *self.side_tricks, "o", *self.crossed, "s", *self.melded_suits,
             "w", *self.window, "v", *self.window_over,

@@ -145,6 +145,8 @@ def observation(obs: Observation, hand_index: int) -> gm.Observation:
     if obs.robbed_by is not None and obs.robbed_cards is not None:
         seven, taken = obs.robbed_cards
         out.robbery.CopyFrom(gm.Robbery(seat=obs.robbed_by, trump_card=card(taken), seven=card(seven)))
+    if obs.rob_reserved_seat is not None:
+        out.rob_reserved_seat = obs.rob_reserved_seat
     for s, held in enumerate(obs.public_holdings):
         if held:
             out.public_holdings.add(seat=s, cards=[card(c) for c in held])

@@ -81,6 +81,7 @@ def engine_observation(
         ),
         robbed_by=obs.robbery.seat if robbed else None,
         robbed_cards=(obs.robbery.seven.id, obs.robbery.trump_card.id) if robbed else None,
+        rob_reserved_seat=obs.rob_reserved_seat if obs.HasField("rob_reserved_seat") else None,
         strict=obs.phase == game_pb2.PHASE_STRICT,
         scores=tuple(SideScore(s.card_points, s.meld_points, s.total_points) for s in obs.side_totals)
         if obs.scores_exposed
