@@ -15,7 +15,6 @@ import random
 from typing import cast
 
 from gaigel.cards import POINTS_OF, RANK_OF, SUIT_MASK, SUIT_OF, CardId, CardMask, cards_of, mask_of
-from gaigel.deal import Deal
 from gaigel.observation import Observation
 from gaigel.ruleset import Opening, Ruleset
 from gaigel.state import _BEATS, _HIGHER, _NEVER, _NO_TRUMP, _OTHER_ACE, GaigelState, Phase, trick_winner
@@ -118,13 +117,12 @@ def _build(
     obs: Observation, rules: Ruleset, hands: list[CardMask], talon: tuple[CardId, ...], trick_cards: list[CardId]
 ) -> GaigelState:
     n = obs.players
-    st = GaigelState.__new__(GaigelState)
-    st.rules = rules
+    st = GaigelState(rules, None)
     st.n = n
     st.num_sides = rules.num_sides
     st.side_of = tuple(rules.side_of(s) for s in range(n))
     st.forehand = obs.forehand
-    st.deal = cast(Deal, None)
+    st.deal = None
     st.trump_card = obs.trump_card
     st.trump = obs.trump_suit
     st.hands = hands

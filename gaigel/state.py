@@ -287,18 +287,20 @@ class GaigelState:
         "window_over",
     )  # fmt: skip
 
-    def __init__(self, rules: Ruleset, deal: Deal, forehand: int = 0, record_events: bool = False) -> None:
+    def __init__(self, rules: Ruleset, deal: Deal | None, forehand: int = 0, record_events: bool = False) -> None:
+        self.rules = rules
+        if deal is None:
+            return  # an empty shell that clone() and gaigel.determinize fill in field by field
         n = rules.players
         if deal.players != n:
             raise ValueError(f"the deal is for {deal.players} players, the ruleset for {n}")
         if not 0 <= forehand < n:
             raise ValueError(f"forehand must be a seat 0..{n - 1}, got {forehand}")
-        self.rules = rules
         self.n = n
         self.num_sides = rules.num_sides
         self.side_of = tuple(rules.side_of(s) for s in range(n))
         self.forehand = forehand
-        self.deal = deal
+        self.deal: Deal | None = deal
         self.trump_card = deal.trump_card
         self.trump = SUIT_OF[deal.trump_card]
         self.hands = [0] * n
@@ -565,22 +567,61 @@ class GaigelState:
 
     def clone(self) -> GaigelState:
         """An independent copy (for search)."""
-        new = GaigelState.__new__(GaigelState)
-        for name in GaigelState.__slots__:
-            setattr(new, name, getattr(self, name))
+        new = GaigelState(self.rules, None)
+        new._explicit_aus = self._explicit_aus
+        new._extras_without_trick = self._extras_without_trick
+        new._lead_mask = self._lead_mask
+        new._meld_own_turn = self._meld_own_turn
+        new._meld_with_play = self._meld_with_play
+        new._n_tricks = self._n_tricks
+        new._other_extras = self._other_extras
+        new._outcome = self._outcome
+        new._target = self._target
+        new._tb = self._tb
+        new._trump_sevens = self._trump_sevens
+        new._winner_melds = self._winner_melds
+        new.crossed = self.crossed[:]
+        new.deal = self.deal
+        new.declarer = self.declarer
+        new.events = None if self.events is None else self.events[:]
+        new.face_down = self.face_down
+        new.face_up = self.face_up
+        new.forehand = self.forehand
         new.hands = self.hands[:]
-        new.trick_cards = self.trick_cards[:]
+        new.history = self.history[:]
+        new.known = self.known[:]
+        new.last_winner = self.last_winner
+        new.leader = self.leader
+        new.meld_used = self.meld_used
+        new.melded_suits = self.melded_suits[:]
+        new.melds = self.melds[:]
+        new.n = self.n
+        new.num_sides = self.num_sides
+        new.opening = self.opening
+        new.phase = self.phase
+        new.reserved_seat = self.reserved_seat
+        new.rob_cards = self.rob_cards
+        new.robbed_by = self.robbed_by
+        new.rules = self.rules
+        new.shown_sevens = self.shown_sevens
         new.side_cards = self.side_cards[:]
         new.side_melds = self.side_melds[:]
+        new.side_of = self.side_of
         new.side_tricks = self.side_tricks[:]
-        new.crossed = self.crossed[:]
-        new.melded_suits = self.melded_suits[:]
-        new.known = self.known[:]
+        new.strict = self.strict
+        new.talon = self.talon
+        new.to_act = self.to_act
+        new.tpos = self.tpos
+        new.trick1_special = self.trick1_special
+        new.trick_cards = self.trick_cards[:]
+        new.trick_no = self.trick_no
         new.tricks = self.tricks[:]
-        new.melds = self.melds[:]
-        new.history = self.history[:]
+        new.trump = self.trump
+        new.trump_card = self.trump_card
+        new.win_card = self.win_card
+        new.win_idx = self.win_idx
         new.window = self.window[:]
-        new.events = None if self.events is None else self.events[:]
+        new.window_over = self.window_over
         return new
 
     def enable_events(self) -> list[tuple[object, ...]]:
@@ -980,12 +1021,12 @@ class GaigelState:
     def state_hash(self) -> str:
         """A hash of the full state, stable across processes, platforms and Python versions."""
         parts: list[object] = [
-            ENGINE_VERSION, int(self.phase), self.to_act, self.leader, self.forehand, self.tpos, self.face_up,
+            ENGINE_VERSION, self.trump_card, int(self.phase), self.to_act, self.leader, self.forehand, self.tpos, self.face_up,
             self.trick_no, int(self.strict), -1 if self.opening is None else int(self.opening), self.declarer,
             self.robbed_by, self.reserved_seat, self.shown_sevens, self.meld_used, self.win_idx,
             "h", *self.hands, "k", *self.known, "t", *self.trick_cards, "c", *self.side_cards,
             "m", *self.side_melds, "x", *self.side_tricks, "o", *self.crossed, "s", *self.melded_suits,
-            "w", *self.window, "v", *self.window_over,
+            "w", *self.window, "v", *self.window_over, "d", *self.talon[self.tpos :],
         ]  # fmt: skip
         if self._outcome is not None:
             parts += ["r", self._outcome.termination.value, *self._outcome.winners, *self._outcome.dashes]

@@ -105,3 +105,19 @@ def test_heuristic_beats_random() -> None:
     spec = MatchSpec(ruleset=rules, seed=2026, hands=60, bots=("heuristic", "random"))
     score, _ = play_match(spec, [make_bot("heuristic"), make_bot("random")], record=False)
     assert score.hands_won[0] > 2 * score.hands_won[1]
+
+
+def test_clone_copies_every_field() -> None:
+    """clone() copies every slot, and its lists are independent of the original's."""
+    rules = preset("default", 4)
+    state = GaigelState(rules, deal(1, 2, 4), forehand=1)
+    rng = random.Random(0)
+    for _ in range(20):
+        legal = state.legal_actions()
+        state.apply(legal[rng.randrange(len(legal))])
+    copy = state.clone()
+    for name in GaigelState.__slots__:
+        assert getattr(copy, name) == getattr(state, name), name
+        if isinstance(getattr(state, name), list):
+            assert getattr(copy, name) is not getattr(state, name), name
+    assert copy.state_hash() == state.state_hash()
