@@ -180,6 +180,7 @@ def environment(pyspiel: Any, pinned: int | None) -> dict[str, Any]:
         "cpu": _cpu_model(),
         "pinned_cpu": pinned,
         "gaigel_engine": ENGINE_VERSION,
+        "gaigel_build": engine_build(),
         "git": _git_revision(),
         "open_spiel": None,
     }
@@ -191,6 +192,13 @@ def environment(pyspiel: Any, pinned: int | None) -> dict[str, Any]:
         except Exception:
             env["open_spiel"] = "unknown"
     return env
+
+
+def engine_build() -> str:
+    """ "mypyc" when the engine's hot modules are compiled extensions (see .ci/compiled-engine), else "pure Python"."""
+    import gaigel.state
+
+    return "mypyc" if not gaigel.state.__file__.endswith(".py") else "pure Python"
 
 
 def _cpu_model() -> str:
@@ -348,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(
         f"# Python {env['python']} ({env['implementation']}), {env['cpu']}, pinned to CPU {env['pinned_cpu']}, "
-        f"gaigel engine {env['gaigel_engine']} (git {env['git']}), open_spiel {env['open_spiel'] or 'n/a'}"
+        f"gaigel engine {env['gaigel_engine']} ({env['gaigel_build']}, git {env['git']}), open_spiel {env['open_spiel'] or 'n/a'}"
     )
     print(
         f"# best of {args.repeat} x {args.seconds:g} s; decisions only (no chance nodes); "

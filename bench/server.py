@@ -1,0 +1,429 @@
+"""Server speed: decision round trip and throughput through the full server and a bare echo server.
+
+Run from the repository root::
+
+    python bench/server.py                       # 1, 8 and 64 streams; about 1 minute
+    python bench/server.py --seconds 10 --streams 1,8,64,128 --json
+
+What is measured, for each number N of concurrent bot streams, in one run:
+
+* **full**: the real server (``gaigel_server.create_server``) in its own process; N bot
+  streams, each in its own 2-player match against ``house:first`` (an instant in-process
+  house bot), so every stream is busy all the time. The benchmark bots answer every
+  ``DecisionRequest`` at once with its first legal action.
+* **echo**: a bare ``grpc.aio`` bidirectional-stream server in its own process that does no
+  work: for every message it receives it writes back the next *cycle* of byte strings
+  recorded from a real match (below). Same message count and sizes, no game.
+
+A *cycle* is what the server sends between one answer of a bot and its next
+``DecisionRequest``: the events of the bot's own move, those of the house bot's move (and
+hand ends and starts), then the ``DecisionRequest``. Before the timed runs, one match is
+played through an in-process server and its cycles are recorded as serialized bytes; the
+echo server replays them. Both paths use the very same client code (the same stub
+serializers and protobuf parsing), which runs in this process with one event loop.
+
+* **round trip**: from writing the ``Action`` to receiving the next ``DecisionRequest`` of
+  that stream (one cycle), per decision; p50 and p99 over the measured window.
+* **first reply**: from writing the ``Action`` to receiving the next message of any kind.
+* **throughput**: decisions answered per second over all N streams in the window.
+* **server CPU**: user + system CPU of the server process per decision (Linux ``/proc``).
+
+Each (N, path) runs in a fresh server process: ``--warmup`` seconds unmeasured, then
+``--seconds`` measured. Ratios are full / echo (round trip: lower is better; throughput:
+higher is better). The first output line is the command that reproduces the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "clients" / "python"))  # gaigel_api when the editable install predates it
+
+from gaigel_api.v1 import bot_service_pb2 as bs  # noqa: E402
+from gaigel_api.v1 import match_service_pb2 as ms  # noqa: E402
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc  # noqa: E402
+
+ADMIN = "bench-admin-token"
+HANDS = 100_000
+"""Hands per match: far more than a run plays (matches are aborted when the server stops)."""
+PLAY = "/gaigel.v1.BotService/Play"
+ECHO = "/bench.Echo/Play"
+TARGET_RTT_RATIO = 1.25
+TARGET_THROUGHPUT_RATIO = 0.8
+TARGET_P99_MS = 20.0
+EOF: Any = getattr(grpc.aio, "EOF")  # noqa: B009 (missing from the type stubs)
+
+
+def bot_name(i: int) -> str:
+    return f"bench-{i}"
+
+
+def token(i: int) -> str:
+    return f"bench-token-{i:04d}"
+
+
+def open_stream(channel: grpc.aio.Channel, method: str) -> Any:
+    """A Play-like stream call on *method* with the PlayRequest/PlayResponse (de)serializers."""
+    multi: Any = channel.stream_stream(
+        method, request_serializer=bs.PlayRequest.SerializeToString, response_deserializer=bs.PlayResponse.FromString
+    )
+    return multi()
+
+
+def join(i: int) -> bs.PlayRequest:
+    return bs.PlayRequest(join=bs.Join(bot_token=token(i), bot_name=bot_name(i), bot_version="1", protocol_version=1))
+
+
+# --- the two servers (each in its own process) ------------------------------------------------
+
+
+async def _full_server(streams: int, ready: Any, stop: Any) -> None:
+    from gaigel_server.logging import configure_logging
+    from gaigel_server.server import ServerConfig, create_server
+    from gaigel_server.table import Clock
+
+    configure_logging("error", json=True)
+    config = ServerConfig(
+        admin_token=ADMIN,
+        bots={bot_name(i): token(i) for i in range(streams)},
+        clock=Clock(decision_time=60.0, bank=60.0, strikes_limit=3, resume_grace=60.0),
+        max_sessions_per_bot=4,
+    )
+    server, port = create_server("127.0.0.1:0", config)
+    await server.start()
+    ready.put(port)
+    while not stop.is_set():
+        await asyncio.sleep(0.05)
+    await server.stop(0.5)
+
+
+async def _echo_server(cycles: list[list[bytes]], ready: Any, stop: Any) -> None:
+    async def play(request_iterator: Any, context: Any) -> Any:
+        i = 0
+        async for _ in request_iterator:
+            for message in cycles[i]:
+                await context.write(message)
+            i = i + 1 if i + 1 < len(cycles) else 1  # cycle 0 (Welcome .. first decision) once
+
+    handler = grpc.stream_stream_rpc_method_handler(play, request_deserializer=None, response_serializer=None)
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Echo", {"Play": handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    ready.put(port)
+    while not stop.is_set():
+        await asyncio.sleep(0.05)
+    await server.stop(0.5)
+
+
+def _serve(kind: str, arg: Any, ready: Any, stop: Any) -> None:
+    if kind == "full":
+        asyncio.run(_full_server(arg, ready, stop))
+    else:
+        asyncio.run(_echo_server(arg, ready, stop))
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- the benchmark bots --------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    measuring: bool = False
+    stopping: bool = False
+    rtt: list[float] = field(default_factory=list)
+    first: list[float] = field(default_factory=list)
+    decisions: int = 0
+
+
+async def _bot(channel: grpc.aio.Channel, method: str, first: bs.PlayRequest, stats: Stats) -> None:
+    call = open_stream(channel, method)
+    await call.write(first)
+    sent: float | None = None
+    replied = False
+    try:
+        while True:
+            msg: Any = await call.read()
+            if msg is EOF:
+                return
+            now = time.perf_counter()
+            if sent is not None and not replied:
+                replied = True
+                if stats.measuring:
+                    stats.first.append(now - sent)
+            if msg.WhichOneof("message") != "decision_request":
+                continue
+            if sent is not None and stats.measuring:
+                stats.rtt.append(now - sent)
+                stats.decisions += 1
+            if stats.stopping:
+                return
+            req = msg.decision_request
+            answer = bs.PlayRequest(action=bs.Action(decision_id=req.decision_id, action_id=req.legal_actions[0].id))
+            replied = False
+            sent = time.perf_counter()
+            await call.write(answer)
+    finally:
+        call.cancel()
+
+
+async def _load(kind: str, port: int, streams: int, warmup: float, seconds: float, pid: int) -> dict[str, Any]:
+    stats = Stats()
+    options = [("grpc.max_receive_message_length", 4 * 1024 * 1024)]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+        if kind == "full":
+            admin = ms_grpc.MatchServiceStub(channel)
+            md = (("authorization", f"Bearer {ADMIN}"),)
+            tasks = [asyncio.create_task(_bot(channel, PLAY, join(i), stats)) for i in range(streams)]
+            for i in range(streams):
+                req = ms.CreateMatchRequest(players=2, seat_bots=[bot_name(i), "house:first"], hands=HANDS, seed=i + 1)
+                await admin.CreateMatch(req, metadata=md)
+        else:
+            tasks = [asyncio.create_task(_bot(channel, ECHO, join(i), stats)) for i in range(streams)]
+        await asyncio.sleep(warmup)
+        cpu0 = _cpu_seconds(pid)
+        stats.measuring = True
+        t0 = time.perf_counter()
+        await asyncio.sleep(seconds)
+        stats.measuring = False
+        elapsed = time.perf_counter() - t0
+        cpu1 = _cpu_seconds(pid)
+        stats.stopping = True
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    rtt = sorted(stats.rtt)
+    first = sorted(stats.first)
+    if not rtt:
+        raise RuntimeError(f"{kind} with {streams} streams: no decision in the measured window")
+    cpu = (cpu1 - cpu0) / stats.decisions * 1e6 if cpu0 is not None and cpu1 is not None else None
+    return {
+        "path": kind,
+        "streams": streams,
+        "decisions": stats.decisions,
+        "seconds": round(elapsed, 3),
+        "throughput": stats.decisions / elapsed,
+        "rtt_p50_ms": _pct(rtt, 50) * 1e3,
+        "rtt_p99_ms": _pct(rtt, 99) * 1e3,
+        "rtt_mean_ms": statistics.fmean(rtt) * 1e3,
+        "first_reply_p50_ms": _pct(first, 50) * 1e3 if first else None,
+        "server_cpu_us_per_decision": cpu,
+    }
+
+
+def _pct(sorted_values: list[float], p: float) -> float:
+    k = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+def measure(kind: str, streams: int, cycles: list[list[bytes]], warmup: float, seconds: float) -> dict[str, Any]:
+    """One timed run of *kind* ("full" or "echo") with *streams* streams, in a fresh server process."""
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_serve, args=(kind, streams if kind == "full" else cycles, ready, stop), daemon=True)
+    proc.start()
+    try:
+        port = ready.get(timeout=60)
+        assert proc.pid is not None
+        return asyncio.run(_load(kind, port, streams, warmup, seconds, proc.pid))
+    finally:
+        stop.set()
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+
+
+# --- recording the message sizes of a real match ------------------------------------------
+
+
+async def _record_cycles(decisions: int) -> tuple[list[list[bytes]], list[int]]:
+    """Cycles of serialized server messages (cycle 0: Welcome up to the first decision) and Action sizes."""
+    from gaigel_server.logging import configure_logging
+    from gaigel_server.server import ServerConfig, create_server
+
+    configure_logging("error", json=True)
+    server, port = create_server("127.0.0.1:0", ServerConfig(admin_token=ADMIN, bots={bot_name(0): token(0)}))
+    await server.start()
+    cycles: list[list[bytes]] = [[]]
+    actions: list[int] = []
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = open_stream(channel, PLAY)
+            await call.write(join(0))
+            req = ms.CreateMatchRequest(players=2, seat_bots=[bot_name(0), "house:first"], hands=HANDS, seed=12345)
+            await ms_grpc.MatchServiceStub(channel).CreateMatch(req, metadata=(("authorization", f"Bearer {ADMIN}"),))
+            while len(actions) < decisions:
+                msg: Any = await call.read()
+                assert msg is not EOF
+                cycles[-1].append(msg.SerializeToString())
+                if msg.WhichOneof("message") == "decision_request":
+                    d = msg.decision_request
+                    answer = bs.PlayRequest(
+                        action=bs.Action(decision_id=d.decision_id, action_id=d.legal_actions[0].id)
+                    )
+                    actions.append(answer.ByteSize())
+                    cycles.append([])
+                    await call.write(answer)
+            call.cancel()
+    finally:
+        await server.stop(0.5)
+    return cycles[:-1], actions
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", default="1,8,64", help="comma-separated stream counts (default 1,8,64)")
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default 4)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per run (default 1)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = parser.parse_args(argv)
+    streams = [int(x) for x in args.streams.split(",") if x.strip()]
+    command = "python bench/server.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+    cycles, actions = asyncio.run(_record_cycles(300))
+    decision_sizes = [len(c[-1]) for c in cycles[1:]]
+    sizes = {
+        "action_bytes_mean": statistics.fmean(actions),
+        "decision_request_bytes_mean": statistics.fmean(decision_sizes),
+        "messages_per_cycle_mean": statistics.fmean(len(c) for c in cycles[1:]),
+        "bytes_per_cycle_mean": statistics.fmean(sum(map(len, c)) for c in cycles[1:]),
+        "cycles_recorded": len(cycles) - 1,
+    }
+    rows: list[dict[str, Any]] = []
+    for n in streams:
+        echo = measure("echo", n, cycles, args.warmup, args.seconds)
+        full = measure("full", n, cycles, args.warmup, args.seconds)
+        rows.append(
+            {
+                "streams": n,
+                "echo": echo,
+                "full": full,
+                "rtt_p50_ratio": _ratio(full["rtt_p50_ms"], echo["rtt_p50_ms"]),
+                "rtt_p99_ratio": _ratio(full["rtt_p99_ms"], echo["rtt_p99_ms"]),
+                "throughput_ratio": _ratio(full["throughput"], echo["throughput"]),
+            }
+        )
+    checks = _targets(rows)
+    load = os.getloadavg()
+    result: dict[str, Any] = {
+        "command": command,
+        "load_average": list(load),
+        "python": platform.python_version(),
+        "grpc": grpc.__version__,
+        "cpus": os.cpu_count(),
+        "message_sizes": sizes,
+        "rows": rows,
+        "targets": checks,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(command)
+    print(
+        f"python {result['python']}, grpcio {result['grpc']}, {result['cpus']} CPUs; "
+        f"{args.warmup:g} s warm-up + {args.seconds:g} s measured per row, a fresh server process each; "
+        f"load average {load[0]:.1f} at the end (numbers are noisy when it exceeds the CPUs)"
+    )
+    print(
+        "round trip: Action written -> next DecisionRequest of the stream (one cycle: the events of both moves, "
+        "the house bot's move on the server); first reply: Action -> next message; throughput: decisions/s, all streams"
+    )
+    print(
+        f"message sizes (recorded from a real match, replayed by the echo server): Action {sizes['action_bytes_mean']:.0f} B; "
+        f"per cycle {sizes['messages_per_cycle_mean']:.1f} messages, {sizes['bytes_per_cycle_mean']:.0f} B, "
+        f"DecisionRequest {sizes['decision_request_bytes_mean']:.0f} B"
+    )
+    print()
+    head = (
+        f"{'streams':>7} | {'path':<4} | {'rtt p50 ms':>10} | {'rtt p99 ms':>10} | {'1st reply p50':>13} | "
+        f"{'decisions/s':>11} | {'server CPU us/dec':>17}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        for path in ("echo", "full"):
+            x = r[path]
+            print(
+                f"{r['streams']:>7} | {path:<4} | {x['rtt_p50_ms']:>10.3f} | {x['rtt_p99_ms']:>10.3f} | "
+                f"{_fmt(x['first_reply_p50_ms'], '>13.3f')} | {x['throughput']:>11.0f} | "
+                f"{_fmt(x['server_cpu_us_per_decision'], '>17.0f')}"
+            )
+        print(
+            f"{'':>7} | full/echo: round trip p50 x{_fmt(r['rtt_p50_ratio'], '.2f')}, p99 x{_fmt(r['rtt_p99_ratio'], '.2f')}, "
+            f"throughput x{_fmt(r['throughput_ratio'], '.2f')}"
+        )
+    print()
+    for c in checks:
+        print(f"{'PASS' if c['ok'] else 'FAIL'}  {c['target']}: {c['measured']}")
+    return 0
+
+
+def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by = {r["streams"]: r for r in rows}
+    out: list[dict[str, Any]] = []
+    if 1 in by:
+        ratio = by[1]["rtt_p50_ratio"]
+        out.append(
+            {
+                "target": f"1 stream: round trip p50 within {TARGET_RTT_RATIO}x of echo",
+                "measured": f"x{ratio:.2f}",
+                "ok": ratio <= TARGET_RTT_RATIO,
+            }
+        )
+    if 64 in by:
+        r = by[64]
+        out.append(
+            {
+                "target": f"64 streams: throughput at least {TARGET_THROUGHPUT_RATIO}x of echo",
+                "measured": f"x{r['throughput_ratio']:.2f}",
+                "ok": r["throughput_ratio"] >= TARGET_THROUGHPUT_RATIO,
+            }
+        )
+        p99 = r["full"]["rtt_p99_ms"]
+        out.append(
+            {
+                "target": f"64 streams: round trip p99 under {TARGET_P99_MS:g} ms",
+                "measured": f"{p99:.2f} ms",
+                "ok": p99 < TARGET_P99_MS,
+            }
+        )
+    return out
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
