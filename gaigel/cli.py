@@ -298,7 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _extension_commands() -> list[Callable[[Any], None]]:
     """Commands of the server and arena packages, registered without importing grpc."""
     out: list[Callable[[Any], None]] = []
-    for module in ("gaigel_server.commands", "gaigel_arena.commands", "gaigel_client.commands"):
+    for module in (
+        "gaigel_server.commands",
+        "gaigel_arena.commands",
+        "gaigel_client.commands",
+        "gaigel_client.bridge_commands",
+    ):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError as e:

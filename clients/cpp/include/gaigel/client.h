@@ -1,0 +1,52 @@
+// The C++ kit for Gaigel bots: subclass gaigel::Bot, write Decide, call gaigel::Run.
+//
+// The session loop handles the protocol (gaigel.v1 BotService.Play): it sends Join,
+// answers every DecisionRequest with Bot::Decide, retries after an ActionRejected,
+// reconnects with Resume (exponential backoff) when the stream drops during a match,
+// and returns after the last MatchEnd.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gaigel/v1/bot_service.pb.h"
+
+namespace gaigel {
+
+namespace v1 = ::gaigel::v1;
+
+// A bot. Only Decide is required; the On* hooks see the server's messages in order.
+class Bot {
+ public:
+  virtual ~Bot() = default;
+  // Returns the id of one of request.legal_actions() (request.legal_actions(i).id()).
+  // request.observation() holds everything the seat may know now.
+  virtual int Decide(const v1::DecisionRequest& request) = 0;
+  virtual void OnMatchStart(const v1::MatchStart&) {}
+  virtual void OnHandStart(const v1::HandStart&) {}
+  virtual void OnEvent(const v1::Event&) {}
+  virtual void OnHandEnd(const v1::HandEnd&) {}
+  virtual void OnMatchEnd(const v1::MatchEnd&) {}
+  virtual void OnRejected(const v1::ActionRejected&) {}
+};
+
+struct Options {
+  std::string server;       // host:port; default $GAIGEL_SERVER, else 127.0.0.1:50051
+  std::string token;        // default $GAIGEL_TOKEN (required)
+  std::string bot_name;     // default $GAIGEL_BOT_NAME, else "cpp-bot"
+  std::string bot_version;  // recorded in match records
+  int matches = 1;          // leave after this many matches; 0 = until the server ends the session
+  double connect_timeout = 30.0;  // seconds to retry an unreachable server outside a match
+  double initial_backoff = 0.1;   // seconds; doubles per failed reconnect ...
+  double max_backoff = 5.0;       // ... up to this
+  bool verbose = false;           // log joins, resumes and rejections to stderr
+};
+
+// Fills unset options from the environment (GAIGEL_SERVER, GAIGEL_TOKEN, GAIGEL_BOT_NAME).
+Options OptionsFromEnv(Options base = {});
+
+// Plays until `matches` matches are done or the server ends the session.
+// Returns 0 on success, 1 on a server error or when the server stayed unreachable.
+int Run(Bot& bot, const Options& options);
+
+}  // namespace gaigel

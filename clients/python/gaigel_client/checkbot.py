@@ -1,0 +1,747 @@
+"""``gaigel check-bot``: a conformance run for any bot command.
+
+Two parts:
+
+* **Protocol checks** against a scripted BotService on 127.0.0.1 that plays one real hand
+  (the engine deals and rules; the other seat plays randomly) and stages the situations:
+  the Join, answer times, an ActionRejected the bot must recover from, a stream dropped
+  mid-match that the bot must Resume with the right match id, seat, token and
+  last_sequence, and the end of the session after MatchEnd, after which the process must
+  exit with code 0.
+* **Rules checks** on the real server (short clocks, house bots on the other seat): the
+  bot must answer every decision kind legally and without a fault: an opening
+  declaration, plays in the talon phase, a meld/rob offer (seeds are searched so the bot's
+  hand holds a marriage and the trump Seven), and in ``aus_mode = explicit`` the Aus/Pass
+  decisions.
+
+The bot is launched once per run with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import queue
+import random
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Generator, Iterator, Sequence
+from concurrent import futures
+from typing import IO, Any
+
+import grpc
+
+from gaigel_api.v1 import bot_service_pb2 as pb
+from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
+from gaigel_api.v1 import common_pb2 as cm
+from gaigel_api.v1 import game_pb2 as gm
+
+PROTOCOL_VERSION = 1
+BOT_NAME = "candidate"
+PLAYERS = 2
+SEAT = 1  # the candidate's seat in the scripted match (not 0, to catch bots that assume it)
+EXIT_WAIT = 5.0
+JOIN_WAIT = 15.0
+
+KIND_OPENING = "opening declaration"
+KIND_TALON = "play in the talon phase"
+KIND_MELD_ROB = "meld/rob offer"
+KIND_AUS = "aus/pass (aus_mode=explicit)"
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: not reached
+    reason: str
+
+
+class Results:
+    def __init__(self) -> None:
+        self.checks: dict[str, Check] = {}
+
+    def set(self, name: str, ok: bool | None, reason: str) -> None:
+        old = self.checks.get(name)
+        if old is not None and old.ok is False:
+            return  # the first failure stays
+        self.checks[name] = Check(name, ok, reason)
+
+
+# --- launching the bot ---------------------------------------------------------------
+
+
+class BotProcess:
+    """The bot command with its stderr and stdout captured in a temp file (shown on failure)."""
+
+    def __init__(self, cmd: Sequence[str], server: str, token: str, verbose: bool) -> None:
+        env = dict(os.environ, GAIGEL_SERVER=server, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=BOT_NAME)
+        self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the object)
+        out: Any = None if verbose else self.log
+        self.proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            if self.wait(2.0) is None:
+                self.proc.kill()
+                self.proc.wait()
+
+    def tail(self, lines: int = 8) -> str:
+        self.log.seek(0)
+        text = self.log.read().decode(errors="replace").strip().splitlines()
+        return "\n".join("    | " + line for line in text[-lines:])
+
+
+# --- the scripted servicer ------------------------------------------------------------
+
+
+class ScriptAbort(Exception):
+    """Ends the scripted stream (a failed expectation was recorded)."""
+
+
+class Stream:
+    """One Play stream: the bot's messages arrive on a queue, so reads can time out."""
+
+    def __init__(self, requests: Iterator[pb.PlayRequest]) -> None:
+        self.inbox: queue.SimpleQueue[pb.PlayRequest | None] = queue.SimpleQueue()
+        threading.Thread(target=self._pump, args=(requests,), daemon=True).start()
+
+    def _pump(self, requests: Iterator[pb.PlayRequest]) -> None:
+        try:
+            for r in requests:
+                self.inbox.put(r)
+        except Exception:
+            pass
+        self.inbox.put(None)
+
+    def recv(self, timeout: float) -> pb.PlayRequest | str | None:
+        """The next message, None when the bot closed its side, "timeout" when nothing came."""
+        try:
+            return self.inbox.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return "timeout"
+
+
+class ScriptedMatch(pb_grpc.BotServiceServicer):
+    """Plays one 2-player hand with the candidate on seat 1 and stages the protocol checks."""
+
+    def __init__(self, results: Results, token: str, deadline: float, seed: int) -> None:
+        from gaigel.deal import deal
+        from gaigel.ruleset import preset
+        from gaigel.state import GaigelState
+        from gaigel_server import codec
+
+        self.codec = codec
+        self.results = results
+        self.token = token
+        self.deadline = deadline
+        self.bank = deadline
+        self.grace = 10.0
+        self.rules = preset("default", players=PLAYERS)
+        self.dealer = (SEAT - 1) % PLAYERS
+        self.state = GaigelState(self.rules, deal(seed, 0, PLAYERS, self.rules.deal_packets), SEAT)
+        self.events = self.state.enable_events()
+        self.hev = codec.HandEvents(self.rules, 0, self.state.talon_size)
+        self.rng = random.Random(seed)
+        self.match_id = f"check-{secrets.token_hex(6)}"
+        self.resume_token = secrets.token_urlsafe(16)
+        self.sent: list[pb.PlayResponse] = []  # every numbered message, for resends
+        self.latencies: list[float] = []
+        self.streams = 0
+        self.stage = "join"  # join -> decide -> reject -> drop -> resumed -> finish -> done
+        self.decisions = 0
+        self.reject_tries = 0
+        self.finished = threading.Event()
+        self.resend_notes: list[str] = []
+        self.dropped_at = 0
+        self.drop_time = 0.0
+        self.resume_detail = ""
+
+    # --- helpers ---
+
+    def _msg(self, **kind: Any) -> pb.PlayResponse:
+        msg = pb.PlayResponse(sequence=len(self.sent) + 1, **kind)
+        self.sent.append(msg)
+        return msg
+
+    def _flush_events(self) -> Iterator[pb.PlayResponse]:
+        for ev in self.events:
+            for routed in self.hev.feed(ev):
+                yield self._msg(event=routed.for_viewer(SEAT))
+        self.events.clear()
+
+    def _fail(self, name: str, reason: str) -> ScriptAbort:
+        self.results.set(name, False, reason)
+        return ScriptAbort(reason)
+
+    def _await_action(self, stream: Stream, did: str, legal: list[int], sent_at: float, what: str) -> int:
+        """The bot's next Action for *did*; records the latency; raises ScriptAbort on failure."""
+        limit = self.deadline + self.bank + 1.0
+        while True:
+            msg = stream.recv(sent_at + limit - time.monotonic())
+            if msg == "timeout":
+                raise self._fail("answers within the deadline", f"no answer to {what} within {limit:.1f} s")
+            if msg is None:
+                raise self._fail(
+                    "answers within the deadline", f"the bot closed the stream instead of answering {what}"
+                )
+            assert isinstance(msg, pb.PlayRequest)
+            if msg.HasField("leave"):
+                continue
+            if not msg.HasField("action"):
+                raise self._fail(
+                    "answers within the deadline", f"expected an Action for {what}, got {msg.WhichOneof('message')}"
+                )
+            if msg.action.decision_id != did:
+                self.resend_notes.append(f"an Action for decision {msg.action.decision_id!r} while {did} was open")
+                continue
+            took = time.monotonic() - sent_at
+            self.latencies.append(took)
+            if took > self.deadline:
+                self.results.set(
+                    "answers within the deadline",
+                    False,
+                    f"{what} answered after {took * 1000:.0f} ms; the decision time was {self.deadline * 1000:.0f} ms",
+                )
+            if msg.action.action_id not in legal:
+                raise self._fail(
+                    "legal answers", f"{what}: action {msg.action.action_id} is not among the legal ids {legal}"
+                )
+            return int(msg.action.action_id)
+
+    def _decision(self) -> tuple[pb.PlayResponse, list[int]]:
+        legal = self.state.legal_actions()
+        did = secrets.token_urlsafe(12)
+        req = pb.DecisionRequest(
+            decision_id=did,
+            legal_actions=[self.codec.legal_action(a) for a in legal],
+            observation=self.codec.observation(self.state.observation(SEAT), 0),
+            time_left=_duration(self.deadline),
+            bank_left=_duration(self.bank),
+        )
+        return self._msg(decision_request=req), legal
+
+    # --- the RPC ---
+
+    def Play(self, request_iterator: Any, context: grpc.ServicerContext) -> Iterator[pb.PlayResponse]:
+        stream = Stream(request_iterator)
+        self.streams += 1
+        try:
+            if self.streams == 1:
+                yield from self._first_stream(stream, context)
+            elif self.stage == "drop":
+                yield from self._resumed_stream(stream, context)
+            else:
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, "check-bot: no further stream expected")
+        except ScriptAbort as e:
+            self.finished.set()
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"check-bot: {e}")
+        except Exception as e:  # a bug of ours: report it rather than hang
+            if self.stage == "drop":
+                raise  # context.abort of the planned drop
+            self.results.set("scripted server", False, f"internal error: {type(e).__name__}: {e}")
+            self.finished.set()
+            raise
+
+    def _first_stream(self, stream: Stream, context: grpc.ServicerContext) -> Iterator[pb.PlayResponse]:
+        first = stream.recv(JOIN_WAIT)
+        name = "joins with the right protocol version"
+        if first == "timeout" or first is None:
+            raise self._fail(name, "the bot opened a stream but sent no first message")
+        assert isinstance(first, pb.PlayRequest)
+        if not first.HasField("join"):
+            raise self._fail(name, f"the first message is {first.WhichOneof('message')}, not Join")
+        j = first.join
+        problems = []
+        if j.protocol_version != PROTOCOL_VERSION:
+            problems.append(f"protocol_version {j.protocol_version}, expected {PROTOCOL_VERSION}")
+        if j.bot_token != self.token:
+            problems.append("bot_token is not $GAIGEL_TOKEN")
+        if j.bot_name != BOT_NAME:
+            problems.append(f"bot_name {j.bot_name!r} is not $GAIGEL_BOT_NAME ({BOT_NAME!r})")
+        if problems:
+            raise self._fail(name, "; ".join(problems))
+        self.results.set(
+            name, True, f"Join with protocol_version 1, token and name from the environment (version {j.bot_version!r})"
+        )
+        yield pb.PlayResponse(
+            sequence=0,
+            welcome=pb.Welcome(
+                session_id="check-1",
+                bot_name=BOT_NAME,
+                protocol_version=1,
+                server_version="check-bot",
+                max_message_bytes=65536,
+            ),
+        )
+        from gaigel_server.table import Clock
+
+        clock = Clock(decision_time=self.deadline, bank=self.bank, strikes_limit=3, resume_grace=self.grace)
+        sides = [
+            cm.Side(
+                side=x,
+                seats=[
+                    cm.SeatInfo(seat=s, bot_name=BOT_NAME if s == SEAT else "house:random")
+                    for s in self.rules.seats_of(x)
+                ],
+            )
+            for x in range(self.rules.num_sides)
+        ]
+        yield self._msg(
+            match_start=pb.MatchStart(
+                match_id=self.match_id,
+                seat=SEAT,
+                side=self.rules.side_of(SEAT),
+                players=PLAYERS,
+                sides=sides,
+                ruleset_preset="default",
+                ruleset_json=json.dumps(self.rules.to_dict(), sort_keys=True),
+                hands=1,
+                first_dealer_seat=self.dealer,
+                clock=clock.to_proto(),
+                resume_token=self.resume_token,
+            )
+        )
+        yield self._msg(hand_start=self.codec.hand_start(self.state, 0, self.dealer, SEAT))
+        self.stage = "decide"
+        yield from self._play(stream, context)
+
+    def _resumed_stream(self, stream: Stream, context: grpc.ServicerContext) -> Iterator[pb.PlayResponse]:
+        name = "resumes after a dropped stream"
+        first = stream.recv(self.grace)
+        if first == "timeout" or first is None:
+            raise self._fail(name, "a new stream came but sent no Resume")
+        assert isinstance(first, pb.PlayRequest)
+        if not first.HasField("resume"):
+            raise self._fail(name, f"the first message after the drop is {first.WhichOneof('message')}, not Resume")
+        r = first.resume
+        problems = []
+        if r.match_id != self.match_id:
+            problems.append(f"match_id {r.match_id!r}, expected {self.match_id!r}")
+        if r.seat != SEAT:
+            problems.append(f"seat {r.seat}, expected {SEAT}")
+        if r.resume_token != self.resume_token:
+            problems.append("resume_token is not the one from MatchStart")
+        if r.last_sequence > self.dropped_at:
+            problems.append(f"last_sequence {r.last_sequence} is above the last message sent ({self.dropped_at})")
+        if problems:
+            raise self._fail(name, "; ".join(problems))
+        note = "" if r.last_sequence == self.dropped_at else f" (asked for a resend from {r.last_sequence + 1})"
+        self.resume_detail = (
+            f"Resume with match id, seat {SEAT}, token and last_sequence {r.last_sequence} of {self.dropped_at}{note}"
+        )
+        yield pb.PlayResponse(
+            sequence=0,
+            welcome=pb.Welcome(
+                session_id="check-1", bot_name=BOT_NAME, protocol_version=1, server_version="check-bot", resumed=True
+            ),
+        )
+        for msg in self.sent:
+            if msg.sequence > r.last_sequence:
+                yield msg
+        self.stage = "resumed"
+        yield from self._play(stream, context)
+
+    def _play(self, stream: Stream, context: grpc.ServicerContext) -> Iterator[pb.PlayResponse]:
+        state = self.state
+        while not state.is_terminal():
+            if state.to_act != SEAT:
+                state.apply(self.rng.choice(state.legal_actions()))
+                yield from self._flush_events()
+                continue
+            msg, legal = self._decision()
+            did = msg.decision_request.decision_id
+            sent_at = time.monotonic()
+            yield msg
+            self.decisions += 1
+            what = f"decision {self.decisions} ({_phase(state)})"
+            action = self._await_action(stream, did, legal, sent_at, what)
+            if self.stage == "decide":
+                self.stage = "reject"
+            elif self.stage == "reject" and len(legal) >= 2:
+                self.reject_tries += 1
+                if action != legal[0] or self.reject_tries >= 4:
+                    action = yield from self._reject(stream, did, legal, action, what)
+                    self.drop_time = time.monotonic() + 1.0
+                    self.stage = "drop"
+                    state.apply(action)
+                    yield from self._flush_events()
+                    while state.to_act != SEAT and not state.is_terminal():
+                        state.apply(self.rng.choice(state.legal_actions()))
+                        yield from self._flush_events()
+                    self.dropped_at = len(self.sent)
+                    time.sleep(0.05)
+                    self.drop_time = time.monotonic()
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "check-bot: the stream is dropped on purpose; resume it")
+            elif self.stage == "resumed":
+                self.results.set(
+                    "resumes after a dropped stream", True, f"{self.resume_detail}; answered the next decision"
+                )
+                self.stage = "finish"
+            state.apply(action)
+            yield from self._flush_events()
+        yield self._msg(hand_end=self.codec.hand_end(state, 0, self.hev.deciding_seat, self.rules))
+        outcome = state.outcome()
+        winners = list(outcome.winners) if outcome else []
+        yield self._msg(
+            match_end=gm.MatchEnd(
+                match_id=self.match_id,
+                termination=cm.MATCH_TERMINATION_COMPLETED,
+                winner_sides=winners,
+                sides=[
+                    gm.SideMatchResult(side=x, hands_won=int(x in winners), dashes=0 if x in winners else 1)
+                    for x in range(self.rules.num_sides)
+                ],
+                hands_played=1,
+            )
+        )
+        self.stage = "done"
+        # The session ends here with OK, as after a Leave: wait briefly for the bot's last messages.
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            got = stream.recv(end - time.monotonic())
+            if got is None or got == "timeout":
+                break
+        self.finished.set()
+
+    def _reject(
+        self, stream: Stream, did: str, legal: list[int], action: int, what: str
+    ) -> Generator[pb.PlayResponse, None, int]:
+        name = "recovers after ActionRejected"
+        sent_at = time.monotonic()
+        yield self._msg(
+            action_rejected=pb.ActionRejected(
+                decision_id=did,
+                action_id=action,
+                reason=pb.REJECT_REASON_ILLEGAL_ACTION,
+                message=f"check-bot: action {action} rejected on purpose; answer again with another legal action",
+                decision_open=True,
+                strikes=1,
+                strikes_limit=3,
+            )
+        )
+        try:
+            again = self._await_action(stream, did, legal, sent_at, f"{what} after the rejection")
+        except ScriptAbort as e:
+            raise self._fail(name, str(e)) from None
+        if again == action:
+            raise self._fail(name, f"the bot repeated the rejected action {action}")
+        self.results.set(name, True, f"answered {again} after action {action} was rejected (decision still open)")
+        return again
+
+
+def _duration(seconds: float) -> Any:
+    from google.protobuf import duration_pb2
+
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
+
+
+def _phase(state: Any) -> str:
+    return str(state.phase.name).lower() if hasattr(state, "phase") else "?"
+
+
+def run_scripted(cmd: Sequence[str], results: Results, deadline: float, verbose: bool) -> None:
+    """The protocol checks."""
+    token = secrets.token_urlsafe(16)
+    script = ScriptedMatch(results, token, deadline, seed=random.SystemRandom().randrange(1 << 63))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_BotServiceServicer_to_server(script, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    bot = BotProcess(cmd, f"127.0.0.1:{port}", token, verbose)
+    try:
+        limit = time.monotonic() + 120.0
+        while not script.finished.wait(0.1):
+            if script.streams == 0 and time.monotonic() > limit - 120.0 + JOIN_WAIT:
+                results.set("joins with the right protocol version", False, f"no stream opened within {JOIN_WAIT:g} s")
+                break
+            code = bot.proc.poll()
+            if code is not None and script.stage != "done":
+                time.sleep(0.2)
+                if script.finished.is_set():
+                    break
+                where = {"join": "before joining", "drop": "after the stream was dropped (no Resume)"}.get(
+                    script.stage, f"during the match (stage {script.stage})"
+                )
+                reason = f"the bot exited with code {code} {where}"
+                name = "resumes after a dropped stream" if script.stage == "drop" else _stage_check(script.stage)
+                results.set(name, False, reason)
+                break
+            if script.stage == "drop" and time.monotonic() > script.drop_time + script.grace:
+                results.set(
+                    "resumes after a dropped stream",
+                    False,
+                    f"no Resume within {script.grace:g} s after the server dropped the stream (UNAVAILABLE)",
+                )
+                break
+            if time.monotonic() > limit:
+                results.set(_stage_check(script.stage), False, "the scripted match took longer than 120 s")
+                break
+        if script.stage == "done":
+            code = bot.wait(EXIT_WAIT)
+            if code == 0:
+                results.set(
+                    "exits cleanly after MatchEnd", True, "exit code 0 after MatchEnd and the end of the session"
+                )
+            elif code is None:
+                results.set(
+                    "exits cleanly after MatchEnd",
+                    False,
+                    f"still running {EXIT_WAIT:g} s after MatchEnd and the server ending the session with OK",
+                )
+            else:
+                results.set("exits cleanly after MatchEnd", False, f"exit code {code} after MatchEnd")
+        if script.latencies:
+            results.set("legal answers", True, f"all {len(script.latencies)} answers named a legal action id")
+            worst = max(script.latencies)
+            results.set(
+                "answers within the deadline",
+                worst <= deadline,
+                f"{len(script.latencies)} answers, slowest {worst * 1000:.0f} ms (limit {deadline * 1000:.0f} ms)",
+            )
+    finally:
+        bot.stop()
+        server.stop(0.5)
+    if any(c.ok is False for c in results.checks.values()) and not verbose:
+        results.bot_log = bot.tail()  # type: ignore[attr-defined]
+
+
+def _stage_check(stage: str) -> str:
+    return {
+        "join": "joins with the right protocol version",
+        "decide": "answers within the deadline",
+        "reject": "recovers after ActionRejected",
+        "drop": "resumes after a dropped stream",
+        "resumed": "resumes after a dropped stream",
+        "finish": "exits cleanly after MatchEnd",
+    }.get(stage, "scripted match")
+
+
+# --- the real matches --------------------------------------------------------------------
+
+
+def _seat0_has_meld_and_seven(seed: int, rules: Any) -> bool:
+    from gaigel.cards import Rank, card_rank, card_suit
+    from gaigel.deal import deal
+
+    d = deal(seed, 0, PLAYERS, rules.deal_packets)
+    hand = d.hands[0]  # the forehand (seat 0 with first dealer 1)
+    kings = {card_suit(c) for c in hand if card_rank(c) == Rank.KING}
+    obers = {card_suit(c) for c in hand if card_rank(c) == Rank.OBER}
+    trump = card_suit(d.trump_card)
+    seven = any(card_rank(c) == Rank.SEVEN and card_suit(c) == trump for c in hand)
+    return bool(kings & obers) and seven
+
+
+def _kinds_faced(record: dict[str, Any], seat: int) -> dict[str, int]:
+    """Decision kinds *seat* faced in *record* (replayed with the engine)."""
+    from gaigel import actions as A
+    from gaigel.match import hand_setup
+    from gaigel.record import spec_from_record
+    from gaigel.state import GaigelState
+
+    spec = spec_from_record(record)
+    out: dict[str, int] = {}
+    for hand in record["hands"]:
+        d, _dealer, forehand = hand_setup(spec, hand["index"])
+        state = GaigelState(spec.ruleset, d, forehand)
+        for entry in hand["actions"]:
+            if entry["seat"] == seat:
+                legal = state.legal_actions()
+                kinds = set()
+                if any(A.OPENING_BASE <= a < A.AUS for a in legal):
+                    kinds.add(KIND_OPENING)
+                if any(a in (A.AUS, A.PASS) for a in legal):
+                    kinds.add(KIND_AUS)
+                if any(A.MELD_PLAY_BASE <= a <= A.ROB or A.MELD_BASE <= a < A.NO_MELD for a in legal):
+                    kinds.add(KIND_MELD_ROB)
+                if state.talon_size > 0 and any(a < A.MELD_PLAY_BASE for a in legal):
+                    kinds.add(KIND_TALON)
+                for k in kinds:
+                    out[k] = out.get(k, 0) + 1
+            state.apply(entry["action"])
+    return out
+
+
+async def _real_match(
+    cmd: Sequence[str], rules: Any, seed: int, deadline: float, verbose: bool
+) -> tuple[dict[str, Any], list[str], str]:
+    from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_server.logging import configure_logging
+    from gaigel_server.server import ServerConfig, create_server
+    from gaigel_server.servicer import MatchServicer
+    from gaigel_server.table import Clock
+
+    configure_logging("warning" if verbose else "error")
+    clock = Clock(decision_time=deadline, bank=deadline, strikes_limit=3, resume_grace=5.0)
+    server, port = create_server("127.0.0.1:0", ServerConfig(clock=clock))
+    await server.start()
+    notes: list[str] = []
+    bot: BotProcess | None = None
+    try:
+        token = server.bots.register(BOT_NAME)
+        bot = BotProcess(cmd, f"127.0.0.1:{port}", token, verbose)
+        servicer = MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, clock)
+        table = servicer.build_table(
+            ms.CreateMatchRequest(
+                players=PLAYERS,
+                seat_bots=[BOT_NAME, "house:random"],
+                hands=2,
+                seed=seed,
+                ruleset_preset="default",
+                ruleset_overrides_json=json.dumps(rules.to_dict()),
+                first_dealer_seat=1,
+            )
+        )
+        server.lobby.add_table(table)
+        limit = time.monotonic() + 90.0
+        while table.state != "ended":
+            if time.monotonic() > limit:
+                notes.append("the match took longer than 90 s")
+                server.lobby.cancel(table, "cancelled", "time limit")
+                if table.task is not None:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await table.task
+                break
+            if table.state == "waiting" and bot.proc.poll() is not None:
+                notes.append(f"the bot exited with code {bot.proc.returncode} before the match started")
+                server.lobby.cancel(table, "cancelled", "bot exited")
+                break
+            await asyncio.sleep(0.05)
+        assert table.record is not None
+        return table.record, notes, ""
+    finally:
+        tail = ""
+        if bot is not None:
+            bot.stop()
+            tail = bot.tail()
+        await server.stop(1.0)
+        if bot is not None:
+            notes.append("\x00" + tail)
+
+
+def run_real(cmd: Sequence[str], results: Results, deadline: float, max_matches: int, verbose: bool) -> None:
+    """The rules checks on the real server."""
+    from gaigel.ruleset import Ruleset, preset
+
+    base = preset("default", players=PLAYERS)
+    rng = random.SystemRandom()
+    covered: dict[str, str] = {}
+    plans: list[tuple[list[str], Any]] = [
+        ([KIND_OPENING, KIND_TALON, KIND_MELD_ROB], base),
+        ([KIND_AUS], Ruleset.from_dict({"aus_mode": "explicit"}, base)),
+    ]
+    for wanted, rules in plans:
+        for attempt in range(max_matches):
+            if all(k in covered for k in wanted):
+                break
+            seed = rng.randrange(1 << 63)
+            if KIND_MELD_ROB in wanted and KIND_MELD_ROB not in covered:
+                for _ in range(5000):
+                    if _seat0_has_meld_and_seven(seed, rules):
+                        break
+                    seed = rng.randrange(1 << 63)
+            record, notes, _ = asyncio.run(_real_match(cmd, rules, seed, deadline, verbose))
+            tail = next((n[1:] for n in notes if n.startswith("\x00")), "")
+            notes = [n for n in notes if not n.startswith("\x00")]
+            faults = [f for f in record.get("faults", []) if f["seat"] == 0]
+            term = (record.get("result") or {}).get("termination", "?")
+            label = f"match seed {seed}" + (" (aus_mode=explicit)" if KIND_AUS in wanted else "")
+            if faults or notes or term != "completed":
+                why = "; ".join([f"{f['reason']}: {f['message']}" for f in faults[:1]] + notes) or f"match {term}"
+                if len(faults) > 1:
+                    why += f" (and {len(faults) - 1} more: {', '.join(f['reason'] for f in faults[1:])})"
+                for k in wanted:
+                    if k not in covered:
+                        results.set(f"answers: {k}", False, f"{label}: {why}")
+                if tail and not verbose:
+                    results.bot_log = tail  # type: ignore[attr-defined]
+                return
+            slow = [
+                a["ms"] for h in record["hands"] for a in h["actions"] if a["seat"] == 0 and a["ms"] > deadline * 1000
+            ]
+            if slow:
+                results.set(
+                    "answers within the deadline",
+                    False,
+                    f"{label}: {len(slow)} answers slower than {deadline * 1000:.0f} ms (slowest {max(slow):.0f} ms)",
+                )
+            for kind, n in _kinds_faced(record, 0).items():
+                if kind in wanted and kind not in covered:
+                    covered[kind] = f"{n} answered legally without a fault ({label}, attempt {attempt + 1})"
+        for k in wanted:
+            if k in covered:
+                results.set(f"answers: {k}", True, covered[k])
+            else:
+                results.set(
+                    f"answers: {k}", False, f"not offered to the bot in {max_matches} matches (increase --max-matches)"
+                )
+
+
+# --- the command ---------------------------------------------------------------------------
+
+ORDER = [
+    "joins with the right protocol version",
+    "answers within the deadline",
+    "legal answers",
+    "recovers after ActionRejected",
+    "resumes after a dropped stream",
+    "exits cleanly after MatchEnd",
+    f"answers: {KIND_OPENING}",
+    f"answers: {KIND_TALON}",
+    f"answers: {KIND_MELD_ROB}",
+    f"answers: {KIND_AUS}",
+]
+
+
+def run_checks(
+    cmd: Sequence[str], *, deadline: float = 1.0, max_matches: int = 8, as_json: bool = False, verbose: bool = False
+) -> int:
+    """Runs every check; prints PASS/FAIL lines (or JSON); returns 0 only when all pass."""
+    results = Results()
+    started = time.monotonic()
+    try:
+        run_scripted(cmd, results, deadline, verbose)
+    except OSError as e:
+        print(f"gaigel check-bot: error: cannot start {' '.join(cmd)!r}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    scripted_log = getattr(results, "bot_log", "")
+    results.bot_log = ""  # type: ignore[attr-defined]
+    run_real(cmd, results, deadline, max_matches, verbose)
+    if "legal answers" not in results.checks:
+        results.set("legal answers", None, "not reached")
+    checks = [results.checks.get(name) or Check(name, None, "not reached") for name in ORDER]
+    checks += [c for name, c in results.checks.items() if name not in ORDER]
+    ok = all(c.ok for c in checks)
+    if as_json:
+        print(json.dumps({"ok": ok, "checks": [dataclasses.asdict(c) for c in checks]}))
+    else:
+        for c in checks:
+            tag = "PASS" if c.ok else ("FAIL" if c.ok is False else "FAIL (not reached)")
+            print(f"{tag:5} {c.name}: {c.reason}")
+        logs = [x for x in (scripted_log, getattr(results, "bot_log", "")) if x]
+        if not ok and logs:
+            print("last lines of the bot's output:")
+            print("\n".join(logs))
+        print(
+            f"{'ok' if ok else 'FAILED'}: {sum(bool(c.ok) for c in checks)} of {len(checks)} checks passed in {time.monotonic() - started:.1f} s"
+        )
+    return 0 if ok else 1
+
+
+__all__ = ["run_checks"]

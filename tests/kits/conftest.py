@@ -1,0 +1,46 @@
+"""Helpers for the kit tests: the bridge commands as a command line, tool detection."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT_ROOT = ROOT / "clients" / "python"
+BOTS = Path(__file__).resolve().parent / "bots"
+
+try:
+    import gaigel_client  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(CLIENT_ROOT))
+
+GAIGEL = [sys.executable, "-m", "gaigel.cli"]
+
+
+def _cli_has(command: str) -> bool:
+    r = subprocess.run([*GAIGEL, command, "--help"], capture_output=True, text=True, cwd=ROOT)
+    return r.returncode == 0
+
+
+# `gaigel stdio-bot` / `gaigel check-bot` once gaigel/cli.py registers gaigel_client.bridge_commands;
+# until then the module's own entry point.
+BRIDGE = GAIGEL if _cli_has("stdio-bot") else [sys.executable, "-m", "gaigel_client.bridge_commands"]
+
+
+def need(*tools: str) -> None:
+    """Skips unless every tool is on PATH (fails instead when $CI is set)."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI: missing tools {missing}")
+        pytest.skip(f"missing tools: {', '.join(missing)}")
+
+
+def run(args: list[str], timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(CLIENT_ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)

@@ -1,0 +1,75 @@
+"""gaigel check-bot against good and deliberately broken bots (real processes, real servers)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from conftest import BOTS, BRIDGE, need, run
+
+ALL = {
+    "joins with the right protocol version",
+    "answers within the deadline",
+    "legal answers",
+    "recovers after ActionRejected",
+    "resumes after a dropped stream",
+    "exits cleanly after MatchEnd",
+    "answers: opening declaration",
+    "answers: play in the talon phase",
+    "answers: meld/rob offer",
+    "answers: aus/pass (aus_mode=explicit)",
+}
+
+
+def _check(cmd: list[str], *extra: str) -> tuple[int, dict[str, dict[str, object]], str]:
+    r = run([*BRIDGE, "check-bot", "--json", *extra, "--", *cmd])
+    data = json.loads(r.stdout.strip().splitlines()[-1])
+    assert data["ok"] == (r.returncode == 0)
+    return r.returncode, {c["name"]: c for c in data["checks"]}, r.stderr
+
+
+def test_python_example_passes_every_check() -> None:
+    code, checks, _ = _check([sys.executable, "clients/python/examples/random_bot.py"])
+    assert set(checks) == ALL
+    assert code == 0, checks
+    assert all(c["ok"] for c in checks.values())
+
+
+def test_stdio_bash_example_passes() -> None:
+    need("bash", "jq")
+    code, checks, _ = _check([*BRIDGE, "stdio-bot", "--", "bash", "clients/stdio/random_bot.sh"])
+    assert code == 0, checks
+
+
+def test_plain_text_output() -> None:
+    r = run([*BRIDGE, "check-bot", "--", sys.executable, "clients/python/examples/random_bot.py"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith(("PASS", "FAIL"))]
+    assert len(lines) == len(ALL) and all(x.startswith("PASS") for x in lines)
+    assert r.stdout.rstrip().splitlines()[-1].startswith("ok: 10 of 10 checks passed")
+
+
+def test_bot_that_never_resumes_fails_with_the_reason() -> None:
+    code, checks, _ = _check([sys.executable, str(BOTS / "raw_bot.py"), "--mode", "no-resume"], "--max-matches", "2")
+    assert code == 1
+    resume = checks["resumes after a dropped stream"]
+    assert resume["ok"] is False
+    assert "exited with code 3 after the stream was dropped" in str(resume["reason"])
+    assert checks["joins with the right protocol version"]["ok"] is True
+    assert checks["recovers after ActionRejected"]["ok"] is True
+
+
+def test_bot_that_never_answers_fails_with_the_reason() -> None:
+    code, checks, _ = _check(
+        [sys.executable, str(BOTS / "raw_bot.py"), "--mode", "never-answers"], "--max-matches", "1"
+    )
+    assert code == 1
+    deadline = checks["answers within the deadline"]
+    assert deadline["ok"] is False and "no answer to decision 1" in str(deadline["reason"])
+    assert checks["answers: opening declaration"]["ok"] is False
+    assert "TIMEOUT_FALLBACK" in str(checks["answers: opening declaration"]["reason"])
+
+
+def test_bot_that_cannot_start() -> None:
+    r = run([*BRIDGE, "check-bot", "--", "/nonexistent/bot"])
+    assert r.returncode == 2 and "cannot start" in r.stderr
