@@ -10,6 +10,9 @@ from typing import ClassVar
 import choix
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gaigel_arena.ratings import (
     ELO_SCALE,
     GameResult,
@@ -25,8 +28,6 @@ from gaigel_arena.ratings import (
     is_connected,
     likelihood_of_superiority,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 NAMES = ("ann", "bob", "cat", "dan")
 NEW_NAMES = ("zed", "yul", "xia", "wim")

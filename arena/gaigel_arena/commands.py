@@ -1,0 +1,165 @@
+"""``gaigel arena run`` and ``gaigel arena report`` (registered by :mod:`gaigel.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from gaigel.cli import CliError, positive_int
+
+__all__ = ["configure_logging", "register"]
+
+
+def configure_logging(level: str | None) -> None:
+    """structlog once, at the edge: readable on a terminal, JSON lines otherwise (on stderr)."""
+    import structlog
+
+    tty = sys.stderr.isatty()
+    name = (level or ("warning" if tty else "info")).upper()
+    numeric = logging.getLevelName(name)
+    if not isinstance(numeric, int):
+        raise CliError(f"--log-level must be debug, info, warning or error, got {level!r}")
+    renderer: Any = structlog.dev.ConsoleRenderer(colors=False) if tty else structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),  # the current stderr, looked up per logger
+        cache_logger_on_first_use=False,
+    )
+
+
+def cmd_arena_run(args: argparse.Namespace) -> int:
+    """gaigel arena run."""
+    from gaigel_arena.config import load_config
+    from gaigel_arena.executors import write_json_atomic
+    from gaigel_arena.metrics import ArenaMetrics
+    from gaigel_arena.report import format_table, load_report, report_dict
+    from gaigel_arena.runner import ArenaError, Progress, run_arena
+
+    configure_logging(args.log_level)
+    config = load_config(args.config)
+    out = Path(args.out) if args.out else Path(Path(args.config).stem + "-arena")
+    metrics = ArenaMetrics(config.bot_names)
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, registry=metrics.registry)
+    progress = None if args.quiet else Progress()
+    try:
+        summary = run_arena(
+            config,
+            out,
+            db=args.db,
+            workers=args.workers,
+            executor=args.executor,
+            progress=progress,
+            metrics=metrics,
+            bootstrap_samples=args.bootstrap,
+        )
+    except NotImplementedError as e:
+        raise CliError(str(e)) from None
+    except ArenaError as e:
+        raise CliError(str(e)) from None
+    report = load_report(summary.db_path, samples=args.bootstrap)
+    data = report_dict(report)
+    write_json_atomic(data, out / "report.json")
+    if args.json:
+        print(json.dumps(data))
+    else:
+        print(format_table(summary.standings, summary.done, summary.scheduled))
+        print(
+            f"played {summary.played_now} matches in {summary.seconds:.1f} s"
+            + (f" ({summary.replayed} replayed after a crash)" if summary.replayed else "")
+            + f"; journal {summary.db_path}"
+        )
+    return 0
+
+
+def cmd_arena_report(args: argparse.Namespace) -> int:
+    """gaigel arena report."""
+    from gaigel_arena.report import format_table, load_report, render_html, report_dict
+
+    report = load_report(Path(args.dir), samples=args.bootstrap)
+    if args.html:
+        Path(args.html).write_text(render_html(report), encoding="utf-8")
+    if args.json:
+        print(json.dumps(report_dict(report)))
+    elif not args.html:
+        print(format_table(report.standings, report.counts["done"], report.counts["total"]))
+    else:
+        print(f"wrote {args.html}")
+    return 0
+
+
+def _bootstrap_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of samples >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of samples >= 0, got {value}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Adds ``gaigel arena run`` and ``gaigel arena report``."""
+    p = subparsers.add_parser(
+        "arena",
+        help="run a bot tournament and report its ratings",
+        description="Run a bot tournament from a TOML config (resumable) and report its ratings.",
+    )
+    sub = p.add_subparsers(dest="arena_command", metavar="SUBCOMMAND", required=True)
+
+    r = sub.add_parser(
+        "run",
+        help="play every pending match of an arena config",
+        description=(
+            "Play every pending match of an arena config into a journal (SQLite, WAL) in the output folder. "
+            "Rerun the same command after a crash or kill: done matches are kept, started ones replayed."
+        ),
+    )
+    r.add_argument("config", metavar="CONFIG.toml", help="arena configuration (see examples/demo.toml)")
+    r.add_argument("--out", metavar="DIR", help="output folder (default: <config name>-arena)")
+    r.add_argument("--db", metavar="PATH", help="journal database file (default: DIR/arena.sqlite)")
+    r.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="worker processes (default: [arena] workers, else one per core)",
+    )
+    r.add_argument(
+        "--executor",
+        choices=("auto", "local", "inline", "grpc"),
+        default="auto",
+        help="how matches are played (default: local worker processes for house bots)",
+    )
+    r.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
+    r.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default: info off a terminal)")
+    r.add_argument(
+        "--bootstrap", type=_bootstrap_arg, default=1000, help="bootstrap samples for the intervals (default 1000)"
+    )
+    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--json", action="store_true", help="print the final report as JSON")
+    r.set_defaults(func=cmd_arena_run)
+
+    q = sub.add_parser(
+        "report",
+        help="print the ratings of an arena folder",
+        description="Print the ratings of an arena folder as a table, JSON or an HTML page.",
+    )
+    q.add_argument("dir", metavar="DIR", help="arena output folder (or its journal file)")
+    q.add_argument("--json", action="store_true", help="print the report as JSON")
+    q.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    q.add_argument(
+        "--bootstrap", type=_bootstrap_arg, default=1000, help="bootstrap samples for the intervals (default 1000)"
+    )
+    q.set_defaults(func=cmd_arena_report)

@@ -1,0 +1,309 @@
+"""Arena configuration: one TOML file, validated into frozen values.
+
+A configuration looks like this (every key but ``[[bots]]`` has a default)::
+
+    [arena]
+    name = "demo"
+    seed = 1
+    sets_per_pairing = 10   # duplicate sets: each deal seed once per rotation of the sides
+    workers = 2             # default: one per core; never part of the config hash
+
+    [game]
+    players = 2             # 2, 3, 4 or 6
+    rules = "default"       # ruleset preset
+    hands = 8               # hands per match
+    [game.options]          # RULES.md §14 options, dotted or nested
+    "meld.timing" = "own_turn"
+
+    [clock]
+    decision_ms = 1000      # per decision, for bots that play over gRPC
+    bank_ms = 10000
+
+    [[bots]]
+    name = "random"
+    house = "random"        # an in-process house bot ...
+
+    [[bots]]
+    name = "mybot"
+    command = ["python", "mybot.py"]   # ... or a process that connects over gRPC ...
+
+    [[bots]]
+    name = "friend"
+    remote = true           # ... or a bot that connects on its own with this token
+    token = "..."
+
+:func:`load_config` raises :class:`ConfigError` (a :class:`ValueError`) with one line
+that names the file, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+
+__all__ = ["ArenaConfig", "BotConfig", "BotKind", "ClockConfig", "ConfigError", "load_config", "parse_config"]
+
+BotKind = Literal["house", "command", "remote"]
+
+CONFIG_FORMAT = "gaigel.arena.config.v1"
+"""Format tag of :meth:`ArenaConfig.canonical`."""
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.]{1,40}$")
+_PLAYERS = (2, 3, 4, 6)
+
+
+class ConfigError(ValueError):
+    """An arena configuration that cannot be used; the message says what to fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BotConfig:
+    """One bot of the arena: a house bot, a command to launch, or a remote bot with a token."""
+
+    name: str
+    kind: BotKind
+    house: str = ""
+    command: tuple[str, ...] = ()
+    token: str = dataclasses.field(default="", repr=False)
+
+    def canonical(self) -> dict[str, Any]:
+        """JSON-ready description; a token is replaced by a short hash of it."""
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
+        if self.kind == "house":
+            out["house"] = self.house
+        elif self.kind == "command":
+            out["command"] = list(self.command)
+        else:
+            out["token_sha256"] = hashlib.sha256(self.token.encode()).hexdigest()[:16]
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockConfig:
+    """Time control of bots that play over gRPC (in-process house bots are not timed)."""
+
+    decision_ms: int = 1000
+    bank_ms: int = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class ArenaConfig:
+    """A validated arena configuration."""
+
+    name: str
+    seed: int
+    sets_per_pairing: int
+    workers: int
+    players: int
+    rules_preset: str
+    rules_options: Mapping[str, Any]
+    ruleset: Ruleset
+    hands: int
+    clock: ClockConfig
+    bots: tuple[BotConfig, ...]
+    keep_records: bool = True
+
+    @property
+    def bot_names(self) -> tuple[str, ...]:
+        """Bot names in configuration order."""
+        return tuple(b.name for b in self.bots)
+
+    def bot(self, name: str) -> BotConfig:
+        """The bot called *name*.
+
+        :raises KeyError: for an unknown name.
+        """
+        for b in self.bots:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def canonical(self) -> dict[str, Any]:
+        """Everything that fixes the schedule and the results, JSON-ready.
+
+        ``workers`` is left out: it changes how fast the arena runs, never what it plays.
+        """
+        return {
+            "format": CONFIG_FORMAT,
+            "arena": {"name": self.name, "seed": self.seed, "sets_per_pairing": self.sets_per_pairing},
+            "game": {
+                "players": self.players,
+                "rules": self.rules_preset,
+                "hands": self.hands,
+                "ruleset": self.ruleset.to_dict(),
+            },
+            "clock": {"decision_ms": self.clock.decision_ms, "bank_ms": self.clock.bank_ms},
+            "bots": [b.canonical() for b in self.bots],
+        }
+
+    def canonical_json(self) -> str:
+        """:meth:`canonical` as compact JSON with sorted keys (what the journal stores)."""
+        return json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+
+    def config_hash(self) -> str:
+        """SHA-256 of :meth:`canonical_json`."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def load_config(path: str | Path) -> ArenaConfig:
+    """Reads and validates an arena TOML file.
+
+    :raises ConfigError: for an unreadable file, bad TOML or an invalid setting.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read arena config {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}") from None
+    try:
+        return parse_config(data, base_dir=path.parent)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def _table(data: Mapping[str, Any], key: str, allowed: set[str]) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"[{key}] must be a table")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown key(s) in [{key}]: {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+    return value
+
+
+def _int(table: Mapping[str, Any], section: str, key: str, default: int, lo: int, hi: int | None = None) -> int:
+    value = table.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
+        bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise ConfigError(f"{section}.{key} must be an integer {bound}, got {value!r}")
+    return value
+
+
+def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> ArenaConfig:
+    """Validates parsed TOML (a dict) into an :class:`ArenaConfig`.
+
+    *base_dir* is accepted for resolving relative paths of bot commands in a later
+    version; commands are stored as written.
+
+    :raises ConfigError: naming the first invalid key.
+    """
+    del base_dir
+    unknown = sorted(set(data) - {"arena", "game", "clock", "bots"})
+    if unknown:
+        raise ConfigError(f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [[bots]])")
+    arena = _table(data, "arena", {"name", "seed", "sets_per_pairing", "workers", "keep_records"})
+    game = _table(data, "game", {"players", "rules", "hands", "options"})
+    clock = _table(data, "clock", {"decision_ms", "bank_ms"})
+
+    name = arena.get("name", "arena")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"arena.name must be a non-empty string, got {name!r}")
+    seed = _int(arena, "arena", "seed", 0, 0, 2**63 - 1)
+    sets = _int(arena, "arena", "sets_per_pairing", 1, 1, 1_000_000)
+    workers = _int(arena, "arena", "workers", os.cpu_count() or 1, 1, 1024)
+    keep_records = arena.get("keep_records", True)
+    if not isinstance(keep_records, bool):
+        raise ConfigError(f"arena.keep_records must be true or false, got {keep_records!r}")
+
+    players = game.get("players", 2)
+    if players not in _PLAYERS or isinstance(players, bool):
+        raise ConfigError(f"game.players must be 2, 3, 4 or 6, got {players!r}")
+    rules = game.get("rules", "default")
+    if rules not in PRESETS:
+        raise ConfigError(f"game.rules must be one of {', '.join(PRESETS)}, got {rules!r}")
+    hands = _int(game, "game", "hands", 8, 1, 10_000)
+    options = game.get("options", {})
+    if not isinstance(options, Mapping):
+        raise ConfigError("game.options must be a table of ruleset options")
+    try:
+        ruleset = Ruleset.from_dict(options, base=preset(rules, players))
+    except RulesetError as e:
+        raise ConfigError(f"game.options: {e}") from None
+    if ruleset.players != players:
+        raise ConfigError("game.options must not change players; set game.players instead")
+    if ruleset.match_format == "duplicate" and hands % ruleset.num_sides:
+        raise ConfigError(f"game.hands must be a multiple of {ruleset.num_sides} with match.format = duplicate")
+
+    clock_cfg = ClockConfig(
+        decision_ms=_int(clock, "clock", "decision_ms", 1000, 1),
+        bank_ms=_int(clock, "clock", "bank_ms", 10_000, 0),
+    )
+    bots = _parse_bots(data.get("bots", []))
+    if len(bots) < ruleset.num_sides:
+        raise ConfigError(
+            f"{players} players with {ruleset.num_sides} sides need at least {ruleset.num_sides} bots, got {len(bots)}"
+        )
+    return ArenaConfig(
+        name=name,
+        seed=seed,
+        sets_per_pairing=sets,
+        workers=workers,
+        players=players,
+        rules_preset=rules,
+        rules_options=dict(options),
+        ruleset=ruleset,
+        hands=hands,
+        clock=clock_cfg,
+        bots=bots,
+        keep_records=keep_records,
+    )
+
+
+def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
+    from gaigel.bots import HOUSE_BOTS
+
+    if not isinstance(raw, list):
+        raise ConfigError("bots must be an array of tables: [[bots]]")
+    bots: list[BotConfig] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw):
+        where = f"bots[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where} must be a table")
+        unknown = sorted(set(entry) - {"name", "house", "command", "remote", "token"})
+        if unknown:
+            raise ConfigError(
+                f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: name, house, command, remote, token)"
+            )
+        name = entry.get("name")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ConfigError(f"{where}.name must be 1 to 40 letters, digits, '_' or '.', got {name!r}")
+        if name in seen:
+            raise ConfigError(f"bot name {name!r} is used twice")
+        seen.add(name)
+        where = f"bot {name!r}"
+        kinds = [k for k in ("house", "command", "remote") if k in entry]
+        if len(kinds) != 1:
+            raise ConfigError(f'{where} needs exactly one of house = "...", command = [...] or remote = true')
+        if "token" in entry and kinds != ["remote"]:
+            raise ConfigError(f"{where}: token is only for remote bots")
+        if kinds == ["house"]:
+            house = entry["house"]
+            if house not in HOUSE_BOTS:
+                raise ConfigError(f"{where}: unknown house bot {house!r} (house bots: {', '.join(sorted(HOUSE_BOTS))})")
+            bots.append(BotConfig(name=name, kind="house", house=house))
+        elif kinds == ["command"]:
+            command = entry["command"]
+            if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+                raise ConfigError(f'{where}: command must be a non-empty list of strings, e.g. ["python", "bot.py"]')
+            bots.append(BotConfig(name=name, kind="command", command=tuple(command)))
+        else:
+            if entry["remote"] is not True:
+                raise ConfigError(f"{where}: remote must be true (or leave it out)")
+            token = entry.get("token")
+            if not isinstance(token, str) or len(token) < 8:
+                raise ConfigError(f'{where}: a remote bot needs token = "..." (at least 8 characters)')
+            bots.append(BotConfig(name=name, kind="remote", token=token))
+    return tuple(bots)

@@ -1,0 +1,212 @@
+"""Executors play scheduled matches and hand back results (gomill's job manager role).
+
+An executor takes :class:`MatchJob` values and returns futures of :class:`MatchOutcome`.
+It never touches the journal: the runner stores each outcome and only then fixes the
+match as done. An exception from a future means a *void* game (infrastructure failure):
+the runner returns the match to pending and replays it. A bot that misbehaves inside a
+match is not an exception: the match ends as a forfeit and the forfeit is rated.
+
+* :class:`LocalExecutor` plays in worker processes, one per core by default, with
+  in-process house bots through :func:`gaigel.match.play_match`.
+* :class:`InlineExecutor` plays in the calling process (tests, debugging).
+* :class:`gaigel_arena.grpc_executor.GrpcExecutor` plays through a local match server
+  so ``command`` bots (processes that connect over gRPC) can take part; it starts the
+  server and the bot processes once per run and lets them play many matches.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import concurrent.futures.process
+import ctypes
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from gaigel.match import MatchSpec, MatchTermination, play_match
+from gaigel.ruleset import Ruleset
+from gaigel_arena.config import ArenaConfig, BotConfig
+
+__all__ = [
+    "Executor",
+    "InlineExecutor",
+    "LocalExecutor",
+    "MatchJob",
+    "MatchOutcome",
+    "make_executor",
+    "play_local_match",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchJob:
+    """Everything a worker needs to play one scheduled match (picklable)."""
+
+    match_id: str
+    ruleset: Ruleset
+    seed: int
+    hands: int
+    seats: tuple[str, ...]
+    bots: Mapping[str, BotConfig]
+    record_path: str | None
+    """Where to write the JSON match record (atomically), or None to keep no record."""
+
+    def spec(self) -> MatchSpec:
+        """The engine's match spec."""
+        return MatchSpec(ruleset=self.ruleset, seed=self.seed, hands=self.hands, bots=self.seats)
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchOutcome:
+    """A played match: the result dict (per side dashes, winners, termination) and where its record is."""
+
+    match_id: str
+    result: dict[str, Any]
+    record_path: str | None
+    duration_s: float
+
+    @property
+    def termination(self) -> str:
+        """``completed``, ``forfeit``, ..."""
+        return str(self.result.get("termination", MatchTermination.COMPLETED.value))
+
+
+class Executor(Protocol):
+    """Plays matches concurrently."""
+
+    workers: int
+
+    def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
+        """Starts *job*; the future holds its outcome or the void-game exception."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stops the workers (running matches are abandoned, not counted)."""
+        ...
+
+
+def write_json_atomic(data: Any, path: str | Path) -> None:
+    """Writes JSON through a per-process temp file and a rename, so no reader sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def play_local_match(job: MatchJob) -> MatchOutcome:
+    """Plays *job* with in-process house bots in this process.
+
+    :raises ValueError: if a seat's bot is not a house bot.
+    """
+    from gaigel.bots import make_bot
+
+    bots = []
+    for name in job.seats:
+        cfg = job.bots[name]
+        if cfg.kind != "house":
+            raise ValueError(f"bot {name!r} is a {cfg.kind} bot; the local executor plays house bots only")
+        bot = make_bot(cfg.house)
+        bots.append(bot)
+    started = time.perf_counter()
+    spec = job.spec()
+    score, record = play_match(spec, bots, record=job.record_path is not None)
+    duration = time.perf_counter() - started
+    if record is not None and job.record_path is not None:
+        record["match_id"] = job.match_id
+        write_json_atomic(record, job.record_path)
+        result = dict(record["result"])
+    else:
+        result = score.to_dict()
+        result["termination"] = MatchTermination.COMPLETED.value
+        result["hands_played"] = score.hands_played
+    return MatchOutcome(job.match_id, result, job.record_path, duration)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end this worker when the runner dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class LocalExecutor:
+    """Plays matches with house bots in a pool of worker processes."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        return concurrent.futures.ProcessPoolExecutor(
+            max_workers=self.workers, initializer=_die_with_parent, initargs=(os.getpid(),)
+        )
+
+    def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
+        """Starts *job*; a pool broken by a dead worker is replaced (its matches come back as void)."""
+        try:
+            return self._pool.submit(play_local_match, job)
+        except concurrent.futures.process.BrokenProcessPool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool()
+            return self._pool.submit(play_local_match, job)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class InlineExecutor:
+    """Plays each match in the calling process when it is submitted (one worker)."""
+
+    workers = 1
+
+    def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
+        future: concurrent.futures.Future[MatchOutcome] = concurrent.futures.Future()
+        try:
+            future.set_result(play_local_match(job))
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
+    def shutdown(self) -> None:
+        pass
+
+
+def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:
+    """The executor for *config*: local when every bot is a house bot, else gRPC.
+
+    *kind* is ``auto``, ``local``, ``inline`` or ``grpc``.
+
+    :raises ValueError: for an unknown kind, or a local executor with non-house bots.
+    :raises NotImplementedError: when the gRPC executor is needed but gaigel_server is
+        missing, or for remote bots (not supported yet).
+    """
+    only_house = all(b.kind == "house" for b in config.bots)
+    if kind == "auto":
+        kind = "local" if only_house else "grpc"
+    if kind in ("local", "inline") and not only_house:
+        raise ValueError(f"the {kind} executor plays house bots only; this arena has command or remote bots")
+    if kind == "local":
+        return LocalExecutor(workers)
+    if kind == "inline":
+        return InlineExecutor()
+    if kind == "grpc":
+        try:
+            from gaigel_arena.grpc_executor import GrpcExecutor
+        except ImportError as e:
+            raise NotImplementedError(
+                f"the gRPC executor needs the server package (gaigel_server), which cannot be imported: {e}"
+            ) from None
+        return GrpcExecutor(config, workers)
+    raise ValueError(f"unknown executor {kind!r} (known: auto, local, inline, grpc)")

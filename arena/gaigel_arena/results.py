@@ -1,0 +1,51 @@
+"""From match results (as the journal stores them) to pairwise :class:`GameResult` values.
+
+A match result is the engine's ``MatchScore.to_dict()`` plus ``termination`` and, after a
+forfeit, ``forfeit_sides``. Sides are compared by dashes (fewer is better):
+
+* two sides give one result, 1, 0 or 0.5 for the first side;
+* three sides give one result per pair of sides, from the dash order;
+* a side that forfeited loses against every side that did not (forfeits are rated,
+  void games never reach the journal as done).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gaigel_arena.ratings import GameResult
+
+__all__ = ["pairwise_results", "results_in_order"]
+
+
+def pairwise_results(set_id: str, sides: Sequence[str], result: Mapping[str, Any]) -> list[GameResult]:
+    """The pairwise results of one match; ``sides[x]`` is the bot on side *x*.
+
+    :raises ValueError: if the result does not list one dash count per side.
+    """
+    dashes = [int(side["dashes"]) for side in result["sides"]]
+    if len(dashes) != len(sides):
+        raise ValueError(f"result has {len(dashes)} sides, the match has {len(sides)}")
+    forfeits = set(result.get("forfeit_sides") or ())
+    out: list[GameResult] = []
+    for i, j in itertools.combinations(range(len(sides)), 2):
+        if (i in forfeits) != (j in forfeits):
+            score = 0.0 if i in forfeits else 1.0
+        elif dashes[i] < dashes[j]:
+            score = 1.0
+        elif dashes[i] > dashes[j]:
+            score = 0.0
+        else:
+            score = 0.5
+        out.append(GameResult(set_id, sides[i], sides[j], score))
+    return out
+
+
+def results_in_order(rows: Iterable[tuple[str, Sequence[str], Mapping[str, Any]]]) -> list[GameResult]:
+    """Flattens ``(set_id, sides, result)`` rows (in schedule order) into pairwise results."""
+    out: list[GameResult] = []
+    for set_id, sides, result in rows:
+        out.extend(pairwise_results(set_id, sides, result))
+    return out

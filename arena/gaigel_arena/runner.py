@@ -1,0 +1,318 @@
+"""Orchestration (gomill's ringmaster role): schedule, journal, executor, ratings, progress.
+
+:func:`run_arena` opens (or creates) the journal, returns matches left ``started`` by a
+crash to pending (they are replayed from their seed), issues the pending matches in
+schedule order to the executor's workers, stores each result and only then fixes the
+match as done. Ratings are always recomputed from the journal in schedule order, so a
+resumed arena ends with exactly the numbers of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+import structlog
+
+from gaigel_arena.config import ArenaConfig
+from gaigel_arena.executors import Executor, MatchJob, MatchOutcome, make_executor
+from gaigel_arena.journal import Journal, resolve_db
+from gaigel_arena.metrics import ArenaMetrics
+from gaigel_arena.ratings import GameResult, Standings, build_standings
+from gaigel_arena.results import pairwise_results
+from gaigel_arena.schedule import ScheduledMatch, build_schedule
+
+__all__ = ["ArenaError", "Progress", "RunSummary", "journal_results", "run_arena", "standings_from_journal"]
+
+MAX_ATTEMPTS = 3
+"""A match that fails (void) this many times in one run stops the arena."""
+
+RATINGS_REFRESH_S = 2.0
+"""Without a progress line, the live ratings (metrics) are recomputed this often."""
+
+log = structlog.get_logger("gaigel_arena")
+
+
+class ArenaError(RuntimeError):
+    """The arena cannot go on (a match keeps failing); the message names the match."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    """What a run did."""
+
+    scheduled: int
+    done: int
+    played_now: int
+    replayed: int
+    seconds: float
+    standings: Standings
+    db_path: Path
+
+
+def journal_results(journal: Journal) -> list[GameResult]:
+    """Pairwise results of every done match, in schedule order."""
+    out: list[GameResult] = []
+    for row in journal.rows("done"):
+        assert row.result is not None
+        out.extend(pairwise_results(row.set_id, row.sides, row.result))
+    return out
+
+
+def standings_from_journal(journal: Journal, samples: int = 1000, seed: int = 0) -> Standings:
+    """The standings of the done matches (``samples=0``: no bootstrap, for live tables)."""
+    return build_standings(journal_results(journal), samples=samples, seed=seed)
+
+
+class Progress:
+    """A live progress line with ETA and the top of the table.
+
+    On a terminal the line is redrawn in place every ``interval`` seconds; otherwise a
+    plain line is printed every ``interval`` seconds (default 10 off a terminal).
+    """
+
+    def __init__(self, stream: TextIO | None = None, interval: float | None = None, top: int = 3) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if interval is not None else (0.25 if self.tty else 10.0)
+        self.top = top
+        self._last = 0.0
+        self._width = 0
+
+    def due(self, now: float) -> bool:
+        """Whether a refresh is due."""
+        return now - self._last >= self.interval
+
+    def show(self, done: int, total: int, done_now: int, elapsed: float, standings: Standings | None) -> None:
+        """Draws the line (pass the final numbers once more with :meth:`finish`)."""
+        self._last = time.monotonic()
+        rate = done_now / elapsed if elapsed > 0 else 0.0
+        left = total - done
+        eta = _duration(left / rate) if rate > 0 else "?"
+        bar = ""
+        if self.tty:
+            filled = int(20 * done / total) if total else 20
+            bar = "[" + "#" * filled + "." * (20 - filled) + "] "
+        leaders = ""
+        if standings is not None and standings.rows:
+            leaders = "  top: " + ", ".join(f"{r.name} {r.elo:.0f}" for r in standings.rows[: self.top])
+        pct = 100.0 * done / total if total else 100.0
+        line = f"{bar}{done}/{total} ({pct:.0f}%) {rate:.1f} matches/s ETA {eta}{leaders}"
+        if self.tty:
+            pad = max(0, self._width - len(line))
+            self.stream.write("\r" + line + " " * pad)
+            self._width = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        """Ends the in-place line on a terminal."""
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def run_arena(
+    config: ArenaConfig,
+    out_dir: Path,
+    *,
+    db: str | None = None,
+    workers: int | None = None,
+    executor: str = "auto",
+    executor_factory: Callable[[ArenaConfig, int], Executor] | None = None,
+    progress: Progress | None = None,
+    metrics: ArenaMetrics | None = None,
+    bootstrap_samples: int = 1000,
+) -> RunSummary:
+    """Plays every pending match of *config* into the journal in *out_dir* and rates the result.
+
+    :raises JournalError: if the journal belongs to another config or another run holds it.
+    :raises ArenaError: if a match fails :data:`MAX_ATTEMPTS` times in a row.
+    :raises NotImplementedError: for command/remote bots (the gRPC executor is not ready).
+    """
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    db_path = resolve_db(out_dir, db)
+    schedule = build_schedule(config.bot_names, config.ruleset, config.sets_per_pairing, config.seed)
+    records_dir = out_dir / "records"
+    if config.keep_records:
+        records_dir.mkdir(exist_ok=True)
+    n_workers = workers or config.workers
+    metrics = metrics or ArenaMetrics(config.bot_names)
+
+    factory = executor_factory or (lambda c, w: make_executor(c, w, executor))
+    pool = factory(config, n_workers)  # fails fast (before the journal exists) for an unavailable executor
+    try:
+        return _run(
+            config, schedule, db_path, records_dir, pool, n_workers, metrics, progress, started, bootstrap_samples
+        )
+    finally:
+        pool.shutdown()
+
+
+def _run(
+    config: ArenaConfig,
+    schedule: list[ScheduledMatch],
+    db_path: Path,
+    records_dir: Path,
+    pool: Executor,
+    n_workers: int,
+    metrics: ArenaMetrics,
+    progress: Progress | None,
+    started: float,
+    bootstrap_samples: int,
+) -> RunSummary:
+    by_id = {m.match_id: m for m in schedule}
+    with Journal.create_or_open(db_path, config.canonical_json(), config.config_hash(), schedule) as journal:
+        replayed = journal.rollback()
+        if records_dir.is_dir():  # half-written records of workers killed with their runner
+            for stale in records_dir.glob("*.tmp"):
+                stale.unlink(missing_ok=True)
+        pending = journal.pending()
+        counts = journal.counts()
+        done = counts["done"]
+        total = counts["total"]
+        metrics.set_progress(done, total)
+        log.info(
+            "arena_start",
+            arena=config.name,
+            db=str(db_path),
+            scheduled=total,
+            done=done,
+            pending=len(pending),
+            replayed=replayed,
+            workers=n_workers,
+        )
+        played_now = 0
+        if pending:
+            played_now = _drive(
+                config, journal, pool, [by_id[i] for i in pending], records_dir, metrics, progress, started
+            )
+        counts = journal.counts()
+        standings = standings_from_journal(journal, samples=bootstrap_samples, seed=config.seed)
+        _set_ratings(metrics, standings)
+        metrics.set_progress(counts["done"], counts["total"])
+        if progress is not None:
+            progress.show(counts["done"], counts["total"], played_now, time.monotonic() - started, standings)
+            progress.finish()
+        seconds = time.monotonic() - started
+        log.info(
+            "arena_done",
+            arena=config.name,
+            done=counts["done"],
+            scheduled=counts["total"],
+            played=played_now,
+            seconds=round(seconds, 3),
+        )
+        return RunSummary(counts["total"], counts["done"], played_now, replayed, seconds, standings, db_path)
+
+
+def _job(config: ArenaConfig, match: ScheduledMatch, records_dir: Path) -> MatchJob:
+    return MatchJob(
+        match_id=match.match_id,
+        ruleset=config.ruleset,
+        seed=match.seed,
+        hands=config.hands,
+        seats=match.seats,
+        bots={b.name: b for b in config.bots},
+        record_path=str(records_dir / f"{match.match_id}.json") if config.keep_records else None,
+    )
+
+
+def _set_ratings(metrics: ArenaMetrics, standings: Standings) -> None:
+    for row in standings.rows:
+        metrics.rating_elo.labels(bot=row.name).set(row.elo)
+        metrics.rating_bt.labels(bot=row.name).set(row.bt)
+
+
+def _drive(
+    config: ArenaConfig,
+    journal: Journal,
+    pool: Executor,
+    todo: list[ScheduledMatch],
+    records_dir: Path,
+    metrics: ArenaMetrics,
+    progress: Progress | None,
+    started: float,
+) -> int:
+    """Issues *todo* to *pool* with a bounded window, fixing results as they arrive."""
+    window = max(2, 2 * pool.workers)
+    queue = list(reversed(todo))  # pop() from the end keeps schedule order
+    in_flight: dict[concurrent.futures.Future[MatchOutcome], ScheduledMatch] = {}
+    failures: dict[str, int] = {}
+    played = 0
+    next_ratings = 0.0
+    counts = journal.counts()
+    done, total = counts["done"], counts["total"]
+    try:
+        while queue or in_flight:
+            batch: list[ScheduledMatch] = []
+            while queue and len(in_flight) + len(batch) < window:
+                batch.append(queue.pop())
+            if batch:
+                journal.issue(m.match_id for m in batch)
+                for m in batch:
+                    in_flight[pool.submit(_job(config, m, records_dir))] = m
+            finished, _ = concurrent.futures.wait(
+                in_flight, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in finished:
+                match = in_flight.pop(future)
+                try:
+                    outcome = future.result()
+                except Exception as e:  # a void game: infrastructure failure, replay it
+                    journal.release(match.match_id)
+                    metrics.matches_total.labels(outcome="void").inc()
+                    failures[match.match_id] = failures.get(match.match_id, 0) + 1
+                    log.warning("match_void", match_id=match.match_id, error=f"{type(e).__name__}: {e}")
+                    if failures[match.match_id] >= MAX_ATTEMPTS:
+                        raise ArenaError(
+                            f"match {match.match_id} failed {MAX_ATTEMPTS} times; last error: {type(e).__name__}: {e}"
+                        ) from e
+                    queue.append(match)
+                    continue
+                journal.fix(match.match_id, outcome.result, outcome.record_path, outcome.duration_s)
+                played += 1
+                done += 1
+                termination = outcome.termination
+                metrics.matches_total.labels(outcome=termination if termination in _KNOWN else "completed").inc()
+                metrics.match_duration_seconds.observe(outcome.duration_s)
+                metrics.set_progress(done, total)
+                log.info(
+                    "match_done",
+                    match_id=match.match_id,
+                    sides=list(match.sides),
+                    dashes=[s["dashes"] for s in outcome.result["sides"]],
+                    termination=termination,
+                    seconds=round(outcome.duration_s, 4),
+                )
+            now = time.monotonic()
+            if (progress is not None and progress.due(now)) or (progress is None and now >= next_ratings):
+                live = standings_from_journal(journal, samples=0)  # also keeps the ratings gauges current
+                _set_ratings(metrics, live)
+                next_ratings = now + RATINGS_REFRESH_S
+                if progress is not None:
+                    progress.show(done, total, played, now - started, live)
+    except BaseException:
+        for future in in_flight:
+            future.cancel()
+        raise
+    return played
+
+
+_KNOWN: frozenset[str] = frozenset({"completed", "forfeit", "aborted", "cancelled"})
