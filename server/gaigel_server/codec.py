@@ -49,13 +49,32 @@ _PHASES = {
 }
 
 
-def card(c: CardId) -> cm.Card:
-    """The proto Card of card id *c*, every field filled."""
+def _make_card(c: CardId) -> cm.Card:
     return cm.Card(id=c, code=CODE_OF[c], suit=c // 12 + 1, rank=(c % 12) // 2 + 1, points=POINTS_OF[c])  # type: ignore[arg-type]
 
 
+_CARDS = tuple(_make_card(c) for c in range(48))
+_LEGAL: dict[int, bs.LegalAction] = {}
+
+
+def card(c: CardId) -> cm.Card:
+    """The proto Card of card id *c*, every field filled.
+
+    A shared, read-only instance: protobuf copies it wherever it is assigned (constructor
+    arguments, ``CopyFrom``, ``add``, ``extend``); never modify it in place.
+    """
+    return _CARDS[c]
+
+
 def legal_action(a: int) -> bs.LegalAction:
-    """One legal action with its label, kind and structured fields."""
+    """One legal action with its label, kind and structured fields (shared and read-only, as :func:`card`)."""
+    out = _LEGAL.get(a)
+    if out is None:
+        out = _LEGAL[a] = _make_legal_action(a)
+    return out
+
+
+def _make_legal_action(a: int) -> bs.LegalAction:
     out = bs.LegalAction(id=a, label=A.action_label(a))
     if a < 48:
         out.kind = bs.ACTION_KIND_PLAY
@@ -93,8 +112,12 @@ def _opening(o: Opening | None) -> int:
     return 0 if o is None else int(o) + 1
 
 
-def observation(obs: Observation, hand_index: int) -> gm.Observation:
-    """The proto Observation of *obs* (which already holds only what its seat may know)."""
+def observation(obs: Observation, hand_index: int, tricks_cache: list[gm.Trick] | None = None) -> gm.Observation:
+    """The proto Observation of *obs* (which already holds only what its seat may know).
+
+    *tricks_cache*, a list kept by the caller for one hand (empty at its start), saves
+    rebuilding the completed tricks, which are public and never change, on every call.
+    """
     out = gm.Observation(
         seat=obs.seat,
         hand_index=hand_index,
@@ -104,6 +127,8 @@ def observation(obs: Observation, hand_index: int) -> gm.Observation:
         trick_index=len(obs.tricks),
         leader_seat=obs.trick_leader,
         scores_exposed=obs.scores is not None,
+        players=obs.players,
+        forehand_seat=obs.forehand,
     )
     if obs.phase == "play":
         if obs.strict:
@@ -127,13 +152,23 @@ def observation(obs: Observation, hand_index: int) -> gm.Observation:
         tp = out.current_trick.add(seat=s, face_down=face_down)
         if c is not None:
             tp.card.CopyFrom(card(c))
-    for i, t in enumerate(obs.tricks):
-        tr = out.completed_tricks.add(
-            trick_index=i, leader_seat=t.leader, winner_seat=t.winner, card_points=sum(POINTS_OF[c] for c in t.cards)
-        )
+    cache = tricks_cache if tricks_cache is not None else []
+    for i in range(len(cache), len(obs.tricks)):
+        t = obs.tricks[i]
         fd = i == 0 and obs.opening in FACE_DOWN_OPENINGS
-        for j, c in enumerate(t.cards):
-            tr.plays.add(seat=(t.leader + j) % obs.players, face_down=fd, card=card(c))
+        cache.append(
+            gm.Trick(
+                trick_index=i,
+                leader_seat=t.leader,
+                winner_seat=t.winner,
+                card_points=sum(POINTS_OF[c] for c in t.cards),
+                plays=[
+                    gm.TrickPlay(seat=(t.leader + j) % obs.players, face_down=fd, card=_CARDS[c])
+                    for j, c in enumerate(t.cards)
+                ],
+            )
+        )
+    out.completed_tricks.extend(cache[: len(obs.tricks)])
     for m in obs.melds:
         out.melds.add(
             seat=m.seat,

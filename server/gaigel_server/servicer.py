@@ -48,11 +48,11 @@ class BotServicer:
         self.log = get_logger()
 
     def handler(self) -> grpc.GenericRpcHandler[Any, Any]:
-        """The generic handler of gaigel.v1.BotService (requests arrive as raw bytes)."""
+        """The generic handler of gaigel.v1.BotService (raw bytes both ways: sessions serialize once)."""
         play = grpc.stream_stream_rpc_method_handler(
             self.Play,
             request_deserializer=None,
-            response_serializer=bs.PlayResponse.SerializeToString,
+            response_serializer=None,
         )
         return grpc.method_handlers_generic_handler("gaigel.v1.BotService", {"Play": play})
 
@@ -131,7 +131,7 @@ class BotServicer:
                         resumed=resumed,
                         max_message_bytes=self.max_message_bytes,
                     ),
-                )
+                ).SerializeToString()
             )
             if resumed:
                 session.attach(stream, after=first.resume.last_sequence)
@@ -330,7 +330,10 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         if request.hands < 1:
             raise ValueError(f"hands must be at least 1, got {request.hands}")
         seed = request.seed if request.HasField("seed") else secrets.randbits(64)
-        first_dealer = request.first_dealer_seat if request.HasField("first_dealer_seat") else 0
+        # Absent: the last seat deals, so seat 0 leads hand 0 (MatchSpec's default, -1).
+        first_dealer = request.first_dealer_seat if request.HasField("first_dealer_seat") else -1
+        if not -1 <= first_dealer < n:
+            raise ValueError(f"first_dealer_seat must be a seat 0..{n - 1} (or absent), got {first_dealer}")
         spec = MatchSpec(ruleset=rules, seed=seed, hands=request.hands, bots=tuple(bots), first_dealer=first_dealer)
         clock = self.default_clock.merged(request.clock if request.HasField("clock") else None)
         return Table(self.lobby, secrets.token_hex(8), spec, clock, name, house, request.request_id)

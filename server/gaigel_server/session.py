@@ -31,9 +31,9 @@ class Abort:
 
 @dataclasses.dataclass
 class Outgoing:
-    """A message queued for a stream; *sent* is set once it is written."""
+    """A serialized PlayResponse queued for a stream; *sent* is set once it is written."""
 
-    message: bs.PlayResponse
+    message: bytes
     sent: asyncio.Future[float] | None = None
 
 
@@ -62,7 +62,7 @@ class BotSession:
         self.bot_name = bot_name
         self.bot_version = bot_version
         self.sequence = 0
-        self.buffer: list[bs.PlayResponse] = []
+        self.buffer: list[tuple[int, bytes]] = []  # (sequence, serialized PlayResponse) of the current match
         self.stream: Stream | None = None
         self.table: Table | None = None
         self.seat = -1
@@ -81,14 +81,15 @@ class BotSession:
         or None when no stream is attached.
         """
         self.sequence += 1
-        msg = bs.PlayResponse(sequence=self.sequence, **message)  # type: ignore[arg-type]
+        # Serialized once here: the bytes are buffered for Resume and written as they are.
+        data = bs.PlayResponse(sequence=self.sequence, **message).SerializeToString()  # type: ignore[arg-type]
         if "match_start" in message:
             self.buffer = []
-        self.buffer.append(msg)
+        self.buffer.append((self.sequence, data))
         if self.stream is None or self.stream.closed:
             return None
         fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self.stream.queue.put_nowait(Outgoing(msg, fut))
+        self.stream.queue.put_nowait(Outgoing(data, fut))
         return fut
 
     def attach(self, stream: Stream, after: int | None = None) -> None:
@@ -96,9 +97,9 @@ class BotSession:
         self.stream = stream
         self.disconnected_at = None
         if after is not None:
-            for msg in self.buffer:
-                if msg.sequence > after:
-                    stream.queue.put_nowait(Outgoing(msg))
+            for sequence, data in self.buffer:
+                if sequence > after:
+                    stream.queue.put_nowait(Outgoing(data))
 
     def detach(self, stream: Stream) -> None:
         """Forgets *stream* (it broke or ended)."""

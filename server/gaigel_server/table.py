@@ -144,12 +144,16 @@ class Table:
         self.faults: list[list[cm.Fault]] = [[] for _ in range(n)]
         self.open: list[str | None] = [None] * n
         self.legal: list[list[int]] = [[] for _ in range(n)]
+        self.resumes = [0] * n
+        # Per seat: the last accepted (decision id, action id) and the resume count when it was accepted.
+        self.accepted: list[tuple[str, int, int] | None] = [None] * n
         self.state_ref: GaigelState | None = None
         self.inbox: asyncio.Queue[Answer | str] = asyncio.Queue()
         self.forfeit_side: int | None = None
         self.hand_index: int | None = None
         self.step = 0
         self.hand_open = False
+        self.tricks_cache: list[gm.Trick] = []  # completed tricks of the current hand, as sent in observations
         self.public: list[tuple[str, Any]] = []
         self.hand_public_start = 0
         self.spectators: list[asyncio.Queue[tuple[str, Any] | None]] = []
@@ -291,12 +295,18 @@ class Table:
             legal = self.legal[seat]
             if answer.action_id in legal:
                 self.open[seat] = None
+                self.accepted[seat] = (answer.decision_id, answer.action_id, self.resumes[seat])
                 self.inbox.put_nowait(answer)
                 return
             reason, code = bs.REJECT_REASON_ILLEGAL_ACTION, "ILLEGAL_ACTION"
             state = self.state_ref
             why = state.why_illegal(answer.action_id) if state is not None else "not legal now"
             message = str(IllegalActionError(answer.action_id, why))
+        elif self._is_resent(seat, answer):
+            # After a Resume the bot cannot know whether its last answer arrived, so it sends it
+            # again: an identical repeat of an accepted answer is a no-op, not a strike.
+            self.log.debug("repeated_answer_ignored", seat=seat, decision_id=answer.decision_id)
+            return
         elif answer.decision_id in sess.issued:
             reason, code = bs.REJECT_REASON_STALE_DECISION, "STALE_DECISION"
             message = f"decision {answer.decision_id} is closed (already answered, or decided by a timeout fallback)"
@@ -324,6 +334,15 @@ class Table:
         )
         self.fault(seat, code, message, strike=True, decision_id=answer.decision_id)
 
+    def _is_resent(self, seat: int, answer: Answer) -> bool:
+        last = self.accepted[seat]
+        return (
+            last is not None
+            and last[2] < self.resumes[seat]
+            and last[1] == answer.action_id
+            and hmac.compare_digest(last[0].encode(), answer.decision_id.encode())
+        )
+
     def on_disconnect(self, seat: int, session: BotSession) -> None:
         """The stream of *seat* broke: the match goes on, the clock runs, Resume is possible for a while."""
         if self.state != RUNNING or self.sessions[seat] is not session:
@@ -349,6 +368,7 @@ class Table:
 
     def on_resume(self, seat: int) -> None:
         """A disconnected seat came back."""
+        self.resumes[seat] += 1
         self.fault(seat, "RESUMED", f"seat {seat} resumed", strike=False)
 
     # --- the runner ------------------------------------------------------------------
@@ -410,16 +430,23 @@ class Table:
         k = 0
         while not self.score.finished() and self.forfeit_side is None:
             d, dealer, forehand = hand_setup(spec, k)
-            state = GaigelState(rules, d, forehand)
-            events = state.enable_events()
+            # record_events=True also captures what happens at the deal (a hand can end there: five Sevens).
+            state = GaigelState(rules, d, forehand, record_events=True)
+            events = state.events
+            assert events is not None
             self.state_ref = state
             self.hand_index, self.step = k, 0
             writer.begin_hand(k, dealer, forehand, d)
             self.hand_open = True
             hev = codec.HandEvents(rules, k, state.talon_size)
+            self.tricks_cache = []
             for seat in range(spec.players):
                 self._send(seat, hand_start=codec.hand_start(state, k, dealer, seat))
             self._publish("hand_start", codec.hand_start(state, k, dealer, None))
+            for ev in events:
+                for routed in hev.feed(ev):
+                    self._broadcast(routed)
+            events.clear()
             while not state.is_terminal():
                 seat = state.to_act
                 legal = state.legal_actions()
@@ -483,7 +510,7 @@ class Table:
         request = bs.DecisionRequest(
             decision_id=did,
             legal_actions=[codec.legal_action(a) for a in legal],
-            observation=codec.observation(state.observation(seat), k),
+            observation=codec.observation(state.observation(seat), k, self.tricks_cache),
             time_left=_duration(decision_time),
             bank_left=_duration(bank),
         )
@@ -496,7 +523,8 @@ class Table:
         start = queued
         if sent is not None:
             with contextlib.suppress(TimeoutError):
-                start = await asyncio.wait_for(asyncio.shield(sent), 1.0)
+                async with asyncio.timeout(1.0):  # no extra task per decision, unlike wait_for
+                    start = await asyncio.shield(sent)
         self.metrics.server_lag.observe(max(0.0, start - queued))
         deadline = start + decision_time + bank
         while True:
@@ -506,10 +534,14 @@ class Table:
             remaining = deadline - time.monotonic()
             item: Answer | str | None = None
             if remaining > 0:
-                try:
-                    item = await asyncio.wait_for(self.inbox.get(), remaining)
-                except TimeoutError:
-                    item = None
+                if not self.inbox.empty():
+                    item = self.inbox.get_nowait()
+                else:
+                    try:
+                        async with asyncio.timeout(remaining):
+                            item = await self.inbox.get()
+                    except TimeoutError:
+                        item = None
             if isinstance(item, str):
                 continue
             flags: list[str] = []

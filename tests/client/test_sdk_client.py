@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -336,3 +337,88 @@ def test_gives_up_when_server_stays_away() -> None:
     with pytest.raises(ConnectionLostError, match="unreachable"):
         run(RecordingBot(), f"127.0.0.1:{port}", "tok", initial_backoff=0.02, max_backoff=0.1, connect_timeout=0.5)
     assert time.monotonic() - t0 < 3
+
+
+def _resume_state(path: Path, address: str, **changes: Any) -> None:
+    data = {
+        "format": 1,
+        "match_id": "m-1",
+        "seat": 1,
+        "resume_token": "resume-secret",
+        "grace": None,
+        "last_sequence": 3,
+        "match_start_sequence": 2,
+        "answer": ["d1", 7],
+        "server": address,
+        "bot_name": "tester",
+    }
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def test_resume_file_replays_the_match_and_resends_the_saved_answer(serve: Any, tmp_path: Path) -> None:
+    """A restarted process resumes from the file: replay from MatchStart, the saved answer resent, not re-decided."""
+    got: dict[str, Any] = {}
+
+    def resumed(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        got["resume"] = conn.recv()
+        yield fs.welcome(resumed=True)
+        yield fs.match_start(2)
+        yield fs.decision(3, "d1", [3, 7])  # answered (7) by the killed process
+        got["resent"] = conn.recv_action()
+        yield fs.card_played(4, 1, 7)
+        yield fs.decision(5, "d2", [9, 20])
+        got["new"] = conn.recv_action()
+        yield fs.match_end(6)
+        conn.drain()
+
+    address, service = serve(resumed)
+    path = tmp_path / "resume.json"
+    _resume_state(path, address)
+    bot = RecordingBot()
+    assert run(bot, address, "tok", matches=1, resume_file=path, **FAST) == 1
+    assert not service.errors
+    r = got["resume"].resume
+    assert (r.match_id, r.seat, r.resume_token, r.last_sequence) == ("m-1", 1, "resume-secret", 1)
+    assert (got["resent"].decision_id, got["resent"].action_id) == ("d1", 7)
+    assert got["new"].decision_id == "d2"
+    assert bot.calls.count("decide") == 1 and bot.calls.count("match_start") == 1
+    assert not path.exists()
+
+
+def test_resume_file_refused_or_foreign_joins_afresh(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused Resume deletes the file and joins; a file for another bot is ignored; a match writes the file."""
+    got: dict[str, Any] = {}
+    path = tmp_path / "resume.json"
+
+    def refuse(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        got["resume"] = conn.recv()
+        conn.abort(grpc.StatusCode.UNAUTHENTICATED, "wrong resume token")
+        yield from ()
+
+    def join(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        got["join"] = conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1, match_id="m-2")
+        yield fs.decision(2, "d9", [20])
+        conn.recv_action()
+        got["saved"] = path.read_text()
+        yield fs.match_end(3, match_id="m-2")
+        conn.drain()
+
+    address, service = serve(refuse, join)
+    _resume_state(path, address)
+    assert run(RecordingBot(), address, "tok", matches=1, resume_file=path, **FAST) == 1
+    assert not service.errors
+    assert got["resume"].HasField("resume") and got["join"].HasField("join")
+    saved = json.loads(got["saved"])
+    assert (saved["match_id"], saved["answer"], saved["last_sequence"]) == ("m-2", ["d9", 20], 2)
+    assert not path.exists()
+
+    address2, service2 = serve(join)
+    _resume_state(path, address2, bot_name="someone-else")
+    monkeypatch.setenv("GAIGEL_RESUME_FILE", str(path))
+    assert run(RecordingBot(), address2, "tok", matches=1, **FAST) == 1
+    assert not service2.errors and got["join"].HasField("join")

@@ -6,7 +6,9 @@ generator fed by a queue, and the bot's ``decide`` runs on the calling thread.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import logging
 import operator
 import os
@@ -14,6 +16,8 @@ import queue
 import random
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -41,10 +45,62 @@ class _Match:
     grace: float | None
 
 
+RESUME_FILE_FORMAT = 1
+RESUME_FILE_INTERVAL = 0.25
+"""Seconds between resume-file writes for messages other than decisions (those are written at once)."""
+
+
+class ResumeFile:
+    """The on-disk resume state of one bot process (``GAIGEL_RESUME_FILE``).
+
+    Holds ``{match_id, seat, resume_token, last_sequence, server, ...}`` as JSON, written
+    atomically (temporary file, then ``os.replace``) with mode 0600: the resume token is a
+    secret. A restarted process reads it and sends ``Resume`` instead of ``Join``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.last_write = 0.0
+
+    def load(self) -> dict[str, Any] | None:
+        """The saved state, or None when there is none (or it is unreadable: then it is ignored)."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable resume file %s: %s", self.path, e)
+            return None
+        keys = ("match_id", "seat", "resume_token", "last_sequence", "match_start_sequence", "server", "bot_name")
+        if not isinstance(data, dict) or data.get("format") != RESUME_FILE_FORMAT or any(k not in data for k in keys):
+            log.warning("ignoring resume file %s: not a gaigel_client resume file of format %d", self.path, 1)
+            return None
+        return data
+
+    def save(self, data: dict[str, Any]) -> None:
+        """Writes *data* atomically; a failure is logged, never raised (the bot plays on)."""
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"format": RESUME_FILE_FORMAT, **data}, f)
+            os.replace(tmp, self.path)
+        except OSError as e:
+            log.warning("cannot write resume file %s: %s", self.path, e)
+        self.last_write = time.monotonic()
+
+    def delete(self) -> None:
+        """Removes the file (the match is over)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
 @dataclasses.dataclass
 class _Pending:
     request: pb.DecisionRequest
     answers: list[int] = dataclasses.field(default_factory=list)
+    replayed: bool = False
+    """Replayed after a restart and answered by the previous process (answer unknown): never decided again."""
 
 
 def _requests(outbox: queue.SimpleQueue[pb.PlayRequest | None]) -> Iterator[pb.PlayRequest]:
@@ -70,6 +126,8 @@ class _Session:
         connect_timeout: float,
         initial_backoff: float,
         max_backoff: float,
+        server: str = "",
+        resume_file: ResumeFile | None = None,
     ) -> None:
         self.bot = bot
         self.stub = stub
@@ -87,10 +145,92 @@ class _Session:
         self.leave_sent = False
         self.session_id = ""
         self._outbox: queue.SimpleQueue[pb.PlayRequest | None] = queue.SimpleQueue()
+        self.server = server
+        self.resume_file = resume_file
+        self.match_start_sequence = 0
+        self.dirty = False
+        # After a restart from the resume file: the match is replayed from its MatchStart so that
+        # the bot's hooks rebuild its state; decisions up to replay_through were answered before.
+        self.replay_through = 0
+        self.replay_answer: tuple[str, int] | None = None
+        self.from_file = False
+        if resume_file is not None:
+            self._load_resume_file(resume_file)
+
+    # --- the resume file -------------------------------------------------------------
+
+    def _load_resume_file(self, resume_file: ResumeFile) -> None:
+        data = resume_file.load()
+        if data is None:
+            return
+        if data["server"] != self.server or data["bot_name"] != self.name:
+            log.warning(
+                "ignoring resume file %s: it is for bot %r on %s, not %r on %s",
+                resume_file.path,
+                data["bot_name"],
+                data["server"],
+                self.name,
+                self.server,
+            )
+            return
+        try:
+            grace = data.get("grace")
+            self.match = _Match(str(data["match_id"]), int(data["seat"]), str(data["resume_token"]), grace)
+            self.match_start_sequence = int(data["match_start_sequence"])
+            self.replay_through = int(data["last_sequence"])
+            answer = data.get("answer")
+            self.replay_answer = (str(answer[0]), int(answer[1])) if answer else None
+        except (TypeError, ValueError, IndexError) as e:
+            log.warning("ignoring resume file %s: %s", resume_file.path, e)
+            self.match = None
+            return
+        self.last_sequence = max(0, self.match_start_sequence - 1)
+        self.from_file = True
+        log.info("resume file %s: resuming match %s seat %d", resume_file.path, self.match.match_id, self.match.seat)
+
+    def _save(self, force: bool = False) -> None:
+        rf = self.resume_file
+        if rf is None or self.match is None:
+            return
+        if not force and time.monotonic() - rf.last_write < RESUME_FILE_INTERVAL:
+            self.dirty = True
+            return
+        pending = self.pending
+        answer = [pending.request.decision_id, pending.answers[-1]] if pending and pending.answers else None
+        rf.save(
+            {
+                "match_id": self.match.match_id,
+                "seat": self.match.seat,
+                "resume_token": self.match.resume_token,
+                "grace": self.match.grace,
+                "last_sequence": self.last_sequence,
+                "match_start_sequence": self.match_start_sequence,
+                "answer": answer,
+                "server": self.server,
+                "bot_name": self.name,
+            }
+        )
+        self.dirty = False
+
+    def _match_over(self) -> None:
+        self.match = None
+        self.from_file = False
+        self.replay_through = 0
+        self.replay_answer = None
+        self.dirty = False
+        if self.resume_file is not None:
+            self.resume_file.delete()
 
     # --- the connection loop ---------------------------------------------------------
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            if self.dirty:
+                self._save(force=True)
+
+    def _run(self) -> int:
         failures = 0
         lost_since: float | None = None
         while True:
@@ -127,17 +267,19 @@ class _Session:
             except grpc.RpcError as e:
                 code = e.code() if isinstance(e, grpc.Call) else grpc.StatusCode.UNKNOWN
                 details = (e.details() if isinstance(e, grpc.Call) else None) or str(e)
-                if (
-                    resuming
-                    and not welcomed
-                    and code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
-                ):
+                refused: tuple[grpc.StatusCode, ...] = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
+                if self.from_file:
+                    # a stale or foreign file must not stop the bot from joining
+                    refused += (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT)
+                if resuming and not welcomed and code in refused:
                     assert self.match is not None
                     log.warning(
                         "could not resume match %s (%s: %s); joining afresh", self.match.match_id, code.name, details
                     )
-                    self.match = None
-                    self.matches_done += 1  # the match is over for us
+                    started_here = not self.from_file
+                    self._match_over()
+                    if started_here:
+                        self.matches_done += 1  # the match is over for us
                     if self.matches is not None and self.matches_done >= self.matches:
                         return self.matches_done
                     continue
@@ -185,6 +327,7 @@ class _Session:
 
     def _send_action(self, pending: _Pending, action_id: int) -> None:
         pending.answers.append(action_id)
+        self._save(force=True)  # before sending: a restarted process resends exactly this answer
         self._outbox.put(pb.PlayRequest(action=pb.Action(decision_id=pending.request.decision_id, action_id=action_id)))
 
     # --- one server message ---------------------------------------------------------
@@ -202,10 +345,17 @@ class _Session:
         if seq != self.last_sequence + 1:
             log.warning("messages %d..%d never arrived", self.last_sequence + 1, seq - 1)
         self.last_sequence = seq
+        replayed = seq <= self.replay_through
         if kind == "decision_request":
-            self._on_decision(response.decision_request)
+            if replayed:
+                self._on_replayed_decision(response.decision_request)
+            else:
+                self._on_decision(response.decision_request)
         elif kind == "action_rejected":
-            self._on_rejected(response.action_rejected)
+            if replayed:
+                self.bot.on_rejected(response.action_rejected)
+            else:
+                self._on_rejected(response.action_rejected)
         elif kind == "event":
             self.pending = None
             self.bot.on_event(response.event)
@@ -213,11 +363,13 @@ class _Session:
             msg = response.match_start
             grace = msg.clock.resume_grace.ToTimedelta().total_seconds() if msg.clock.HasField("resume_grace") else None
             self.match = _Match(msg.match_id, msg.seat, msg.resume_token, grace or None)
+            self.match_start_sequence = seq
             self.pending = None
             if self.matches is not None and self.matches_done + 1 >= self.matches and not self.leave_sent:
                 self._outbox.put(pb.PlayRequest(leave=pb.Leave()))
                 self.leave_sent = True
             self.bot.on_match_start(msg)
+            self._save(force=True)
         elif kind == "hand_start":
             self.pending = None
             self.bot.on_hand_start(response.hand_start)
@@ -226,13 +378,15 @@ class _Session:
             self.bot.on_hand_end(response.hand_end)
         elif kind == "match_end":
             self.pending = None
-            self.match = None
+            self._match_over()
             self.matches_done += 1
             self.bot.on_match_end(response.match_end)
             if self.matches is not None and self.matches_done >= self.matches:
                 return True
         else:
             log.warning("ignoring a server message of unknown kind %r (sequence %d)", kind, seq)
+        if kind != "match_end":
+            self._save()
         return False
 
     def _on_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
@@ -246,7 +400,7 @@ class _Session:
         )
         self.bot.on_welcome(msg)
         pending = self.pending
-        if resuming and pending is not None:
+        if resuming and pending is not None and (pending.answers or not pending.replayed):
             # The decision was the last thing we heard of: our answer may have been lost
             # with the old stream, so send it (or a first one) again.
             action = pending.answers[-1] if pending.answers else self._decide(pending.request)
@@ -258,6 +412,17 @@ class _Session:
             return operator.index(answer)
         except TypeError:
             raise TypeError(f"{type(self.bot).__name__}.decide must return an int action id, got {answer!r}") from None
+
+    def _on_replayed_decision(self, request: pb.DecisionRequest) -> None:
+        """A decision the previous process saw: resend its saved answer, never decide it again."""
+        pending = _Pending(request)
+        self.pending = pending
+        saved = self.replay_answer
+        if saved is not None and saved[0] == request.decision_id:
+            # It may or may not have arrived; an identical resend is harmless either way.
+            self._send_action(pending, saved[1])
+        else:
+            pending.replayed = True
 
     def _on_decision(self, request: pb.DecisionRequest) -> None:
         pending = _Pending(request)
@@ -306,6 +471,7 @@ def run(
     connect_timeout: float = 30.0,
     initial_backoff: float = 0.1,
     max_backoff: float = 5.0,
+    resume_file: str | os.PathLike[str] | None = None,
 ) -> int:
     """Connects *bot* to a Gaigel server and plays until done; returns the matches played.
 
@@ -326,6 +492,16 @@ def run(
       the Resume (match over, grace expired), the match counts as played and a new
       session is joined. Outside a match, an unreachable server is retried for
       ``connect_timeout`` seconds, so the bot may start before the server.
+    * ``resume_file`` (default ``$GAIGEL_RESUME_FILE``; off when neither is set) lets a
+      *restarted process* resume: from ``MatchStart`` on, the SDK keeps the match id, seat,
+      resume token, last sequence number, server address and its last answer in that file
+      (JSON, mode 0600, replaced atomically: at once for every answer, else at most every
+      0.25 s) and deletes it at ``MatchEnd``. At start-up, if the file names a match for
+      this bot and server, ``Resume`` is sent instead of ``Join`` and the server replays the
+      match from its ``MatchStart``, so the ``on_*`` hooks rebuild the bot's state; decisions
+      the previous process answered are not decided again (its last answer is resent as is,
+      which the server ignores if it had arrived). If the Resume is refused, the file is
+      deleted and the bot joins afresh. Use one file per bot process.
     * Returns after the ``matches``-th ``MatchEnd`` (having sent ``Leave`` when that match
       started), or when the server ends the stream with OK.
 
@@ -343,6 +519,7 @@ def run(
     bot_name = name or os.environ.get("GAIGEL_BOT_NAME") or bot.name
     if matches is not None and matches < 1:
         raise ConfigError(f"matches must be at least 1 (or None for no limit), got {matches}")
+    resume_path = resume_file if resume_file is not None else os.environ.get("GAIGEL_RESUME_FILE") or None
     channel = grpc.secure_channel(address, grpc.ssl_channel_credentials()) if secure else grpc.insecure_channel(address)
     with channel:
         session = _Session(
@@ -355,5 +532,7 @@ def run(
             connect_timeout=connect_timeout,
             initial_backoff=initial_backoff,
             max_backoff=max_backoff,
+            server=address,
+            resume_file=ResumeFile(resume_path) if resume_path else None,
         )
         return session.run()

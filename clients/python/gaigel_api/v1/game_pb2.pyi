@@ -329,6 +329,8 @@ class Observation(_message.Message):
     PUBLIC_HOLDINGS_FIELD_NUMBER: _builtins.int
     SCORES_EXPOSED_FIELD_NUMBER: _builtins.int
     SIDE_TOTALS_FIELD_NUMBER: _builtins.int
+    PLAYERS_FIELD_NUMBER: _builtins.int
+    FOREHAND_SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     """The seat this observation belongs to."""
     hand_index: _builtins.int
@@ -353,6 +355,14 @@ class Observation(_message.Message):
     """The seat that reserved the robbery (variant rob.reservation), else absent."""
     scores_exposed: _builtins.bool
     """Whether the ruleset exposes side totals (option expose_scores)."""
+    players: _builtins.int
+    """The number of seats at the table (also in MatchStart.players), so that a bot can
+    read everything it needs from the DecisionRequest alone.
+    """
+    forehand_seat: _builtins.int
+    """The forehand seat of this hand: the dealer's successor, who leads trick 0 (also in
+    HandStart.forehand_seat).
+    """
     @_builtins.property
     def hand(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Card]:
         """The seat's own cards, in ascending id order."""
@@ -419,10 +429,12 @@ class Observation(_message.Message):
         public_holdings: _abc.Iterable[Global___PublicHolding] | None = ...,
         scores_exposed: _builtins.bool = ...,
         side_totals: _abc.Iterable[Global___SideTotals] | None = ...,
+        players: _builtins.int = ...,
+        forehand_seat: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_dissle_declarer_seat", b"_dissle_declarer_seat", "_rob_reserved_seat", b"_rob_reserved_seat", "_turn_seat", b"_turn_seat", "dissle_declarer_seat", b"dissle_declarer_seat", "face_up_card", b"face_up_card", "rob_reserved_seat", b"rob_reserved_seat", "robbery", b"robbery", "trump_card", b"trump_card", "turn_seat", b"turn_seat"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dissle_declarer_seat", b"_dissle_declarer_seat", "_rob_reserved_seat", b"_rob_reserved_seat", "_turn_seat", b"_turn_seat", "completed_tricks", b"completed_tricks", "current_trick", b"current_trick", "dissle_declarer_seat", b"dissle_declarer_seat", "face_up_card", b"face_up_card", "hand", b"hand", "hand_index", b"hand_index", "leader_seat", b"leader_seat", "melds", b"melds", "opening", b"opening", "phase", b"phase", "public_holdings", b"public_holdings", "rob_reserved_seat", b"rob_reserved_seat", "robbery", b"robbery", "scores_exposed", b"scores_exposed", "seat", b"seat", "side_totals", b"side_totals", "talon_size", b"talon_size", "trick_index", b"trick_index", "trump_card", b"trump_card", "trump_suit", b"trump_suit", "turn_seat", b"turn_seat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dissle_declarer_seat", b"_dissle_declarer_seat", "_rob_reserved_seat", b"_rob_reserved_seat", "_turn_seat", b"_turn_seat", "completed_tricks", b"completed_tricks", "current_trick", b"current_trick", "dissle_declarer_seat", b"dissle_declarer_seat", "face_up_card", b"face_up_card", "forehand_seat", b"forehand_seat", "hand", b"hand", "hand_index", b"hand_index", "leader_seat", b"leader_seat", "melds", b"melds", "opening", b"opening", "phase", b"phase", "players", b"players", "public_holdings", b"public_holdings", "rob_reserved_seat", b"rob_reserved_seat", "robbery", b"robbery", "scores_exposed", b"scores_exposed", "seat", b"seat", "side_totals", b"side_totals", "talon_size", b"talon_size", "trick_index", b"trick_index", "trump_card", b"trump_card", "trump_suit", b"trump_suit", "turn_seat", b"turn_seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dissle_declarer_seat: _TypeAlias = _typing.Literal["dissle_declarer_seat"]  # noqa: Y015
     _WhichOneofArgType__dissle_declarer_seat: _TypeAlias = _typing.Literal["_dissle_declarer_seat", b"_dissle_declarer_seat"]  # noqa: Y015

@@ -195,7 +195,9 @@ class CreateMatchRequest(_message.Message):
     INVALID_ARGUMENT naming the option.
     """
     first_dealer_seat: _builtins.int
-    """Optional. The dealer of hand 0; seat 0 when absent."""
+    """Optional. The dealer of hand 0; when absent the last seat (players - 1) deals, so
+    seat 0 is forehand and leads hand 0 (as MatchSpec's default first_dealer = -1).
+    """
     request_id: _builtins.str
     """Optional. A client-chosen idempotency key: if a match with this request_id exists,
     it is returned and no second match is created.
