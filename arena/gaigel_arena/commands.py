@@ -60,7 +60,7 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
             out,
             db=args.db,
             workers=args.workers,
-            executor=args.executor,
+            executor=args.executor or config.executor,
             progress=progress,
             metrics=metrics,
             bootstrap_samples=args.bootstrap,
@@ -139,8 +139,7 @@ def register(subparsers: Any) -> None:
     r.add_argument(
         "--executor",
         choices=("auto", "local", "inline", "grpc"),
-        default="auto",
-        help="how matches are played (default: local worker processes for house bots)",
+        help="how matches are played (default: [arena] executor, else auto: local worker processes for house bots)",
     )
     r.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
     r.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default: info off a terminal)")

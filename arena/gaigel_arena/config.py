@@ -7,6 +7,7 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
     seed = 1
     sets_per_pairing = 10   # duplicate sets: each deal seed once per rotation of the sides
     workers = 2             # default: one per core; never part of the config hash
+    executor = "auto"        # auto, local, inline or grpc; never part of the config hash
 
     [game]
     players = 2             # 2, 3, 4 or 6
@@ -111,6 +112,7 @@ class ArenaConfig:
     clock: ClockConfig
     bots: tuple[BotConfig, ...]
     keep_records: bool = True
+    executor: str = "auto"
 
     @property
     def bot_names(self) -> tuple[str, ...]:
@@ -203,7 +205,7 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     unknown = sorted(set(data) - {"arena", "game", "clock", "bots"})
     if unknown:
         raise ConfigError(f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [[bots]])")
-    arena = _table(data, "arena", {"name", "seed", "sets_per_pairing", "workers", "keep_records"})
+    arena = _table(data, "arena", {"name", "seed", "sets_per_pairing", "workers", "keep_records", "executor"})
     game = _table(data, "game", {"players", "rules", "hands", "options"})
     clock = _table(data, "clock", {"decision_ms", "bank_ms"})
 
@@ -216,6 +218,9 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     keep_records = arena.get("keep_records", True)
     if not isinstance(keep_records, bool):
         raise ConfigError(f"arena.keep_records must be true or false, got {keep_records!r}")
+    executor = arena.get("executor", "auto")
+    if executor not in EXECUTORS:
+        raise ConfigError(f"arena.executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
 
     players = game.get("players", 2)
     if players not in _PLAYERS or isinstance(players, bool):
@@ -258,7 +263,13 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         clock=clock_cfg,
         bots=bots,
         keep_records=keep_records,
+        executor=executor,
     )
+
+
+EXECUTORS = ("auto", "local", "inline", "grpc")
+"""How matches are played: auto (local for house bots, else grpc), local worker processes,
+inline in the runner process, or grpc through a local match server with bot processes."""
 
 
 def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
