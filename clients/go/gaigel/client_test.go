@@ -1,0 +1,135 @@
+package gaigel
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/gaigel-arena/gaigel/clients/go/gaigelpb"
+)
+
+// fakeServer plays a scripted match: it breaks the first stream right after the bot's
+// answer, then expects a Resume, resends the decision, rejects the repeated answer and
+// ends the match.
+type fakeServer struct {
+	pb.UnimplementedBotServiceServer
+	t       *testing.T
+	streams int
+	got     [][]*pb.PlayRequest // the requests of each stream
+}
+
+func (f *fakeServer) Play(stream pb.BotService_PlayServer) error {
+	f.streams++
+	var got []*pb.PlayRequest
+	defer func() { f.got = append(f.got, got) }()
+	recv := func() *pb.PlayRequest {
+		req, err := stream.Recv()
+		if err != nil {
+			f.t.Errorf("stream %d: Recv: %v", f.streams, err)
+			return &pb.PlayRequest{}
+		}
+		got = append(got, req)
+		return req
+	}
+	send := func(seq uint64, msg *pb.PlayResponse) {
+		msg.Sequence = seq
+		if err := stream.Send(msg); err != nil {
+			f.t.Errorf("Send: %v", err)
+		}
+	}
+	decision := &pb.PlayResponse{Message: &pb.PlayResponse_DecisionRequest{DecisionRequest: &pb.DecisionRequest{
+		DecisionId: "d1", LegalActions: []*pb.LegalAction{{Id: 3}, {Id: 7}},
+	}}}
+	first := recv()
+	if f.streams == 1 {
+		if first.GetJoin().GetBotName() != "bob" || first.GetJoin().GetProtocolVersion() != 1 {
+			f.t.Errorf("first message %v, want a Join of bob, protocol 1", first)
+		}
+		send(0, &pb.PlayResponse{Message: &pb.PlayResponse_Welcome{Welcome: &pb.Welcome{SessionId: "s"}}})
+		send(1, &pb.PlayResponse{Message: &pb.PlayResponse_MatchStart{MatchStart: &pb.MatchStart{
+			MatchId: "m", Seat: 2, ResumeToken: "rt", Clock: &pb.ClockSettings{ResumeGrace: durationpb.New(5 * time.Second)},
+		}}})
+		send(2, decision)
+		recv() // Leave: the only match
+		recv() // the answer, "lost" with the stream
+		return status.Error(codes.Unavailable, "connection dropped")
+	}
+	r := first.GetResume()
+	if r.GetMatchId() != "m" || r.GetSeat() != 2 || r.GetResumeToken() != "rt" || r.GetLastSequence() != 2 {
+		f.t.Errorf("first message of stream 2 is %v, want Resume{m, 2, rt, 2}", first)
+	}
+	send(0, &pb.PlayResponse{Message: &pb.PlayResponse_Welcome{Welcome: &pb.Welcome{SessionId: "s", Resumed: true}}})
+	send(2, decision) // resent: the bot must skip it
+	again := recv().GetAction()
+	send(3, &pb.PlayResponse{Message: &pb.PlayResponse_ActionRejected{ActionRejected: &pb.ActionRejected{
+		DecisionId: "d1", ActionId: again.GetActionId(), DecisionOpen: true,
+	}}})
+	recv() // the second answer
+	send(4, &pb.PlayResponse{Message: &pb.PlayResponse_MatchEnd{MatchEnd: &pb.MatchEnd{MatchId: "m"}}})
+	return nil
+}
+
+type constBot struct{ calls int }
+
+func (b *constBot) Decide(req *pb.DecisionRequest) int32 { b.calls++; return 7 }
+
+func TestResumeAndRejection(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeServer{t: t}
+	srv := grpc.NewServer()
+	pb.RegisterBotServiceServer(srv, fake)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	bot := &constBot{}
+	t.Setenv("GAIGEL_BOT_NAME", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := Run(ctx, bot, Config{Server: lis.Addr().String(), Token: "tok", Name: "bob"}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	srv.GracefulStop()
+	if fake.streams != 2 {
+		t.Fatalf("%d streams, want 2", fake.streams)
+	}
+	var actions []int32
+	for _, stream := range fake.got {
+		for _, req := range stream {
+			if a := req.GetAction(); a != nil {
+				if a.GetDecisionId() != "d1" {
+					t.Errorf("answer quotes %q, want d1", a.GetDecisionId())
+				}
+				actions = append(actions, a.GetActionId())
+			}
+		}
+	}
+	// The answer, the same answer again after Resume, then, after the rejection, the
+	// first legal action (the decision already had two answers, so Decide is not asked).
+	if want := []int32{7, 7, 3}; !equal(actions, want) {
+		t.Errorf("actions %v, want %v", actions, want)
+	}
+	if bot.calls != 1 {
+		t.Errorf("Decide called %d times, want 1", bot.calls)
+	}
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

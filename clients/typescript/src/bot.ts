@@ -1,0 +1,25 @@
+/**
+ * A complete Gaigel bot: answers every decision with a random legal action.
+ * `npm start` with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set; GAIGEL_SEED seeds it.
+ */
+import { run, type DecisionRequest } from "./client.js";
+
+/** A small seeded generator (mulberry32), so that a seed replays the same choices. */
+function rng(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+const random = rng(Number(process.env.GAIGEL_SEED ?? 0));
+
+function decide(req: DecisionRequest): number {
+  // === Your logic goes here: return the id of one of req.legalActions. ===
+  // req.observation is what your seat knows (hand, trumpCard, currentTrick, ...).
+  const legal = req.legalActions;
+  return legal[Math.floor(random() * legal.length)].id;
+}
+
+await run({ decide }, { name: "random-ts", version: "1.0" });

@@ -1,0 +1,220 @@
+/**
+ * The session loop of a Gaigel bot (protocol gaigel.v1): connect, Join, answer every
+ * DecisionRequest, handle rejections, Resume after a dropped connection, return after
+ * MatchEnd. The message types are generated from proto/ by proto-loader-gen-types
+ * (`npm run generate`); the service is loaded from the same .proto files at run time.
+ */
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import type { ProtoGrpcType } from "./generated/bot_service.js";
+import type { BotServiceClient } from "./generated/gaigel/v1/BotService.js";
+import type { ActionRejected__Output } from "./generated/gaigel/v1/ActionRejected.js";
+import type { DecisionRequest__Output } from "./generated/gaigel/v1/DecisionRequest.js";
+import type { PlayRequest } from "./generated/gaigel/v1/PlayRequest.js";
+import type { PlayResponse__Output } from "./generated/gaigel/v1/PlayResponse.js";
+
+export type { DecisionRequest__Output as DecisionRequest } from "./generated/gaigel/v1/DecisionRequest.js";
+export type { PlayResponse__Output as PlayResponse } from "./generated/gaigel/v1/PlayResponse.js";
+export type { Observation__Output as Observation } from "./generated/gaigel/v1/Observation.js";
+export type { LegalAction__Output as LegalAction } from "./generated/gaigel/v1/LegalAction.js";
+
+export const PROTOCOL_VERSION = 1;
+export const DEFAULT_SERVER = "127.0.0.1:50051";
+/** The proto/ directory of the repository; $GAIGEL_PROTO_DIR overrides it. */
+export const PROTO_DIR = process.env.GAIGEL_PROTO_DIR ?? fileURLToPath(new URL("../../../../proto", import.meta.url));
+
+/** The options the generated types assume (camelCase fields, enums and 64-bit ints as strings, oneof names). */
+export const LOADER_OPTIONS: protoLoader.Options = { longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [PROTO_DIR] };
+
+/** Loads the gaigel.v1 package from proto/gaigel/v1/bot_service.proto. */
+export function loadProto(): ProtoGrpcType {
+  const definition = protoLoader.loadSync("gaigel/v1/bot_service.proto", LOADER_OPTIONS);
+  return grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType;
+}
+
+export interface Bot {
+  /** Returns the id of one of `req.legalActions` (never empty, ascending ids). Keep it within `req.timeLeft`. */
+  decide(req: DecisionRequest__Output): number | Promise<number>;
+  /** Optional: sees every server message once, in order (the DecisionRequest before `decide`). */
+  onMessage?(msg: PlayResponse__Output): void;
+}
+
+export interface Config {
+  /** `host:port`; default $GAIGEL_SERVER, else 127.0.0.1:50051. */
+  server?: string;
+  /** The bot token; default $GAIGEL_TOKEN. Required. */
+  token?: string;
+  /** The registered bot name; $GAIGEL_BOT_NAME, when set, takes precedence (gaigel try sets it). */
+  name?: string;
+  /** The bot's own version string, recorded in match records. */
+  version?: string;
+  /** Matches to play before returning (Leave is sent when the last starts); default 1, 0 = until the server ends the session. */
+  matches?: number;
+  /** How long an unreachable server is retried outside a match; default 30 s. Inside a match the resume grace applies. */
+  connectTimeoutMs?: number;
+  /** Default: plaintext. */
+  credentials?: grpc.ChannelCredentials;
+}
+
+interface Pending { req: DecisionRequest__Output; answers: number[] }
+interface MatchInfo { matchId: string; seat: number; resumeToken: string; graceMs: number }
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const log = (...args: unknown[]) => console.error(new Date().toISOString(), "gaigel:", ...args);
+
+/** Connects `bot` to the server and plays until the configured number of matches has ended. */
+export async function run(bot: Bot, config: Config = {}): Promise<void> {
+  const token = config.token ?? process.env.GAIGEL_TOKEN ?? "";
+  const name = process.env.GAIGEL_BOT_NAME || config.name || "";
+  if (!token) throw new Error("no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered");
+  if (!name) throw new Error("no bot name: set GAIGEL_BOT_NAME or config.name");
+  const server = config.server ?? process.env.GAIGEL_SERVER ?? DEFAULT_SERVER;
+  const client = new (loadProto().gaigel.v1.BotService)(server, config.credentials ?? grpc.credentials.createInsecure());
+  try {
+    await new Session(bot, client, { ...config, token, name }).run();
+  } finally {
+    client.close();
+  }
+}
+
+class Session {
+  private lastSeq = 0;
+  private match: MatchInfo | null = null;
+  private pending: Pending | null = null;
+  private done = 0;
+  private leaveSent = false;
+  private call: grpc.ClientDuplexStream<PlayRequest, PlayResponse__Output> | null = null;
+  private readonly matches: number;
+
+  constructor(private bot: Bot, private client: BotServiceClient, private config: Config & { token: string; name: string }) {
+    this.matches = config.matches ?? 1;
+  }
+
+  async run(): Promise<void> {
+    let failures = 0;
+    let lostSince: number | null = null;
+    for (;;) {
+      const resuming = this.match !== null;
+      let hello: PlayRequest;
+      if (this.match) {
+        const { matchId, seat, resumeToken } = this.match;
+        hello = { resume: { matchId, seat, resumeToken, lastSequence: this.lastSeq, botVersion: this.config.version } };
+      } else {
+        this.lastSeq = 0;
+        this.pending = null;
+        hello = { join: { botToken: this.config.token, botName: this.config.name, botVersion: this.config.version, protocolVersion: PROTOCOL_VERSION } };
+      }
+      let welcomed = false;
+      try {
+        const finished = await this.play(hello, resuming, () => { welcomed = true; failures = 0; lostSince = null; });
+        if (!finished) log("the server ended the session");
+        return;
+      } catch (e) {
+        const code = (e as grpc.ServiceError).code ?? grpc.status.UNKNOWN;
+        if (resuming && !welcomed && (code === grpc.status.FAILED_PRECONDITION || code === grpc.status.NOT_FOUND)) {
+          log(`could not resume match ${this.match?.matchId} (${(e as Error).message}); joining afresh`);
+          this.match = null;
+          if (this.matches > 0 && ++this.done >= this.matches) return;
+          continue;
+        }
+        const retry = [grpc.status.UNAVAILABLE, ...(this.match ? [grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.CANCELLED] : [])];
+        if (!retry.includes(code)) throw e;
+        const limit = this.match?.graceMs || (this.config.connectTimeoutMs ?? 30_000);
+        lostSince ??= Date.now();
+        const remaining = lostSince + limit - Date.now();
+        if (remaining <= 0) throw new Error(`server unreachable for ${limit} ms: ${(e as Error).message}`);
+        const delay = Math.min(remaining, Math.min(5000, 100 * 2 ** failures) * (0.8 + 0.4 * Math.random()));
+        failures++;
+        log(`stream lost (${(e as Error).message}); ${this.match ? `resuming match ${this.match.matchId}` : "reconnecting"} in ${Math.round(delay)} ms`);
+        await sleep(delay);
+      }
+    }
+  }
+
+  /** Runs one stream: true when the configured matches are done, false when the server closed it with OK; throws on errors. */
+  private async play(hello: PlayRequest, resuming: boolean, onWelcome: () => void): Promise<boolean> {
+    const call = this.client.Play();
+    this.call = call;
+    call.write(hello);
+    try {
+      for await (const msg of call as AsyncIterable<PlayResponse__Output>) {
+        if (msg.welcome) onWelcome();
+        if (await this.handle(msg, resuming)) return true;
+      }
+      return false;
+    } finally {
+      call.on("error", () => {}); // the cancellation below is ours
+      call.end();
+      call.cancel();
+    }
+  }
+
+  private send(pending: Pending, actionId: number): void {
+    pending.answers.push(actionId);
+    this.call?.write({ action: { decisionId: pending.req.decisionId, actionId } });
+  }
+
+  /** Handles one server message; true when the session is done. */
+  private async handle(msg: PlayResponse__Output, resuming: boolean): Promise<boolean> {
+    if (msg.welcome) {
+      const w = msg.welcome;
+      log(`${w.resumed ? "resumed" : "joined"} session ${w.sessionId} as ${w.botName} (server ${w.serverVersion})`);
+      this.bot.onMessage?.(msg);
+      const p = this.pending;
+      if (resuming && p) {
+        // Our answer may have been lost with the old stream: send it (or a first one) again.
+        this.send(p, p.answers.length ? p.answers[p.answers.length - 1] : await this.bot.decide(p.req));
+      }
+      return false;
+    }
+    const seq = Number(msg.sequence);
+    if (seq <= this.lastSeq) return false; // resent after Resume, already handled
+    if (seq !== this.lastSeq + 1) log(`messages ${this.lastSeq + 1}..${seq - 1} never arrived`);
+    this.lastSeq = seq;
+    this.bot.onMessage?.(msg);
+    if (msg.decisionRequest) {
+      this.pending = { req: msg.decisionRequest, answers: [] };
+      this.send(this.pending, await this.bot.decide(msg.decisionRequest));
+    } else if (msg.actionRejected) {
+      await this.rejected(msg.actionRejected);
+    } else if (msg.matchStart) {
+      const m = msg.matchStart;
+      const grace = m.clock?.resumeGrace;
+      this.match = { matchId: m.matchId, seat: m.seat, resumeToken: m.resumeToken, graceMs: grace ? Number(grace.seconds) * 1000 + grace.nanos / 1e6 : 0 };
+      this.pending = null;
+      log(`match ${m.matchId} started: seat ${m.seat} of ${m.players}`);
+      if (this.matches > 0 && this.done + 1 >= this.matches && !this.leaveSent) {
+        this.leaveSent = true;
+        this.call?.write({ leave: {} });
+      }
+    } else if (msg.matchEnd) {
+      const m = msg.matchEnd;
+      this.match = null;
+      this.pending = null;
+      this.done++;
+      log(`match ${m.matchId} ended: ${m.termination}, winners [${m.winnerSides.join(", ")}], ${m.faults.length} faults`);
+      return this.matches > 0 && this.done >= this.matches;
+    } else {
+      this.pending = null; // HandStart, Event, HandEnd: only for onMessage
+    }
+    return false;
+  }
+
+  private async rejected(r: ActionRejected__Output): Promise<void> {
+    log(`action ${r.actionId} for decision ${r.decisionId} rejected (${r.reason}, strike ${r.strikes} of limit ${r.strikesLimit}): ${r.message}`);
+    const p = this.pending;
+    if (!r.decisionOpen || !p || r.decisionId !== p.req.decisionId) return;
+    const legal = p.req.legalActions.map((a) => a.id);
+    let action = legal[0];
+    if (p.answers.length === 1) {
+      const again = await this.bot.decide(p.req);
+      if (legal.includes(again) && !p.answers.includes(again)) action = again;
+    }
+    if (p.answers.includes(action)) {
+      log(`giving up on decision ${r.decisionId}: every answer was rejected`);
+      return;
+    }
+    this.send(p, action);
+  }
+}

@@ -1,0 +1,66 @@
+// The session loop against a scripted in-process server: Join, a dropped stream, Resume
+// with the right token and sequence, the answer sent again, a rejection, MatchEnd.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { loadProto, run } from "../src/client.js";
+import type { PlayRequest__Output } from "../src/generated/gaigel/v1/PlayRequest.js";
+import type { PlayResponse } from "../src/generated/gaigel/v1/PlayResponse.js";
+
+test("resumes after a dropped stream and answers a rejection", async () => {
+  const got: PlayRequest__Output[][] = [];
+  const decision: PlayResponse = { sequence: 2, decisionRequest: { decisionId: "d1", legalActions: [{ id: 3 }, { id: 7 }] } };
+  const server = new grpc.Server();
+  server.addService(loadProto().gaigel.v1.BotService.service, {
+    Play: async (call: grpc.ServerDuplexStream<PlayRequest__Output, PlayResponse>) => {
+      const requests = call[Symbol.asyncIterator]();
+      const stream: PlayRequest__Output[] = [];
+      got.push(stream);
+      const recv = async () => {
+        const req = (await requests.next()).value as PlayRequest__Output;
+        stream.push(req);
+        return req;
+      };
+      const hello = await recv();
+      if (got.length === 1) {
+        assert.equal(hello.join?.botName, "bob");
+        assert.equal(hello.join?.protocolVersion, 1);
+        call.write({ sequence: 0, welcome: { sessionId: "s" } });
+        call.write({ sequence: 1, matchStart: { matchId: "m", seat: 2, resumeToken: "rt", clock: { resumeGrace: { seconds: 5 } } } });
+        call.write(decision);
+        await recv(); // Leave: the only match
+        await recv(); // the answer, "lost" with the stream
+        call.emit("error", { code: grpc.status.UNAVAILABLE, details: "connection dropped" });
+        return;
+      }
+      assert.deepEqual(
+        [hello.resume?.matchId, hello.resume?.seat, hello.resume?.resumeToken, hello.resume?.lastSequence],
+        ["m", 2, "rt", "2"],
+      );
+      call.write({ sequence: 0, welcome: { sessionId: "s", resumed: true } });
+      call.write(decision); // resent: the bot must skip it
+      const again = await recv();
+      call.write({ sequence: 3, actionRejected: { decisionId: "d1", actionId: again.action?.actionId, decisionOpen: true } });
+      await recv(); // the second answer
+      call.write({ sequence: 4, matchEnd: { matchId: "m" } });
+      call.end();
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  let calls = 0;
+  const decide = () => (calls++, 7);
+  delete process.env.GAIGEL_BOT_NAME;
+  try {
+    await run({ decide }, { server: `127.0.0.1:${port}`, token: "tok", name: "bob" });
+  } finally {
+    server.forceShutdown();
+  }
+  assert.equal(got.length, 2);
+  const actions = got.flat().flatMap((r) => (r.action ? [r.action] : []));
+  assert.ok(actions.every((a) => a.decisionId === "d1"));
+  // The answer, the same answer after Resume, then (after the rejection) the first legal action.
+  assert.deepEqual(actions.map((a) => a.actionId), [7, 7, 3]);
+  assert.equal(calls, 1);
+});
