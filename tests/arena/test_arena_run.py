@@ -210,9 +210,9 @@ class TestKill:
         for _ in range(80):
             if kills >= 20:
                 break
-            proc = subprocess.Popen(
-                [*gaigel, "--out", str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
+            err_path = tmp_path / f"run-{kills + finished}.err"
+            with err_path.open("wb") as err:
+                proc = subprocess.Popen([*gaigel, "--out", str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=err)
             if kills % 2:  # any moment: start-up, journal creation, play, shutdown
                 time.sleep(rng.uniform(0.05, 0.8))
             else:  # a moment while matches are being played, whatever the machine's load
@@ -223,7 +223,10 @@ class TestKill:
                 kills += 1
             else:
                 finished += 1
-                assert proc.returncode == 0, f"run exited with {proc.returncode} (kill seed {seed})"
+                tail = err_path.read_text(errors="replace").splitlines()[-15:]
+                assert proc.returncode == 0, f"run exited with {proc.returncode} (kill seed {seed}):\n" + "\n".join(
+                    tail
+                )
             proc.wait()
         assert kills >= 20, f"only {kills} kills landed (kill seed {seed})"
 
