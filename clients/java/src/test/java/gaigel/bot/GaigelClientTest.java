@@ -1,0 +1,64 @@
+package gaigel.bot;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import gaigel.v1.BotServiceOuterClass.DecisionRequest;
+import gaigel.v1.BotServiceOuterClass.Join;
+import gaigel.v1.BotServiceOuterClass.LegalAction;
+import gaigel.v1.BotServiceOuterClass.PlayRequest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class GaigelClientTest {
+    private static DecisionRequest request(int... ids) {
+        DecisionRequest.Builder b = DecisionRequest.newBuilder().setDecisionId("d1");
+        for (int id : ids) {
+            b.addLegalActions(LegalAction.newBuilder().setId(id));
+        }
+        return b.build();
+    }
+
+    @Test
+    void retryTakesANewLegalAnswer() {
+        assertEquals(9, GaigelClient.retryAction(request(3, 7, 9), new ArrayList<>(List.of(3)), () -> 9));
+    }
+
+    @Test
+    void retryFallsBackToTheFirstLegalActionThenGivesUp() {
+        assertEquals(3, GaigelClient.retryAction(request(3, 7), List.of(7), () -> 7)); // repeated
+        assertEquals(3, GaigelClient.retryAction(request(3, 7), List.of(7), () -> 100)); // illegal
+        assertEquals(3, GaigelClient.retryAction(request(3, 7), List.of(7, 9), () -> 7)); // second rejection
+        assertNull(GaigelClient.retryAction(request(3, 7), List.of(7, 3), () -> 7)); // all rejected
+    }
+
+    @Test
+    void backoffDoublesUpToTheLimit() {
+        var config = new GaigelClient.Config("h:1", "t", "n", 0, Duration.ofSeconds(30),
+                Duration.ofMillis(100), Duration.ofSeconds(5));
+        assertEquals(Duration.ofMillis(100), GaigelClient.backoff(config, 0));
+        assertEquals(Duration.ofMillis(800), GaigelClient.backoff(config, 3));
+        assertEquals(Duration.ofSeconds(5), GaigelClient.backoff(config, 30));
+    }
+
+    @Test
+    void randomBotIsSeededAndLegal() throws Exception {
+        DecisionRequest r = request(0, 5, 48, 144);
+        List<Integer> a = new ArrayList<>();
+        List<Integer> b = new ArrayList<>();
+        RandomBot x = new RandomBot(42);
+        RandomBot y = new RandomBot(42);
+        for (int i = 0; i < 20; i++) {
+            a.add(x.decide(r));
+            b.add(y.decide(r));
+        }
+        assertEquals(a, b);
+        for (int id : a) {
+            assertEquals(true, List.of(0, 5, 48, 144).contains(id));
+        }
+        PlayRequest join = PlayRequest.newBuilder().setJoin(Join.newBuilder().setBotName("me").setProtocolVersion(1)).build();
+        assertEquals(join, PlayRequest.parseFrom(join.toByteArray()));
+    }
+}
