@@ -1,13 +1,13 @@
 package gaigel.bot;
 
-import gaigel.v1.BotServiceOuterClass.ActionRejected;
-import gaigel.v1.BotServiceOuterClass.DecisionRequest;
-import gaigel.v1.BotServiceOuterClass.MatchStart;
-import gaigel.v1.BotServiceOuterClass.Welcome;
-import gaigel.v1.Game.Event;
-import gaigel.v1.Game.HandEnd;
-import gaigel.v1.Game.HandStart;
-import gaigel.v1.Game.MatchEnd;
+import gaigel.v1.ActionRejected;
+import gaigel.v1.DecisionRequest;
+import gaigel.v1.MatchStart;
+import gaigel.v1.Welcome;
+import gaigel.v1.Event;
+import gaigel.v1.HandEnd;
+import gaigel.v1.HandStart;
+import gaigel.v1.MatchEnd;
 
 /**
  * A Gaigel bot: one required method, {@link #decide}, and optional hooks that see the

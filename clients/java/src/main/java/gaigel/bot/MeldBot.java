@@ -1,10 +1,10 @@
 package gaigel.bot;
 
-import gaigel.v1.BotServiceOuterClass.ActionKind;
-import gaigel.v1.BotServiceOuterClass.DecisionRequest;
-import gaigel.v1.BotServiceOuterClass.LegalAction;
-import gaigel.v1.Common.Card;
-import gaigel.v1.Game.Observation;
+import gaigel.v1.ActionKind;
+import gaigel.v1.DecisionRequest;
+import gaigel.v1.LegalAction;
+import gaigel.v1.Card;
+import gaigel.v1.Observation;
 import java.util.List;
 
 /**

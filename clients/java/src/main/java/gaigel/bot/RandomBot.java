@@ -1,7 +1,7 @@
 package gaigel.bot;
 
-import gaigel.v1.BotServiceOuterClass.DecisionRequest;
-import gaigel.v1.BotServiceOuterClass.LegalAction;
+import gaigel.v1.DecisionRequest;
+import gaigel.v1.LegalAction;
 import java.util.List;
 import java.util.Random;
 

@@ -3,10 +3,10 @@ package gaigel.bot;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
-import gaigel.v1.BotServiceOuterClass.DecisionRequest;
-import gaigel.v1.BotServiceOuterClass.Join;
-import gaigel.v1.BotServiceOuterClass.LegalAction;
-import gaigel.v1.BotServiceOuterClass.PlayRequest;
+import gaigel.v1.DecisionRequest;
+import gaigel.v1.Join;
+import gaigel.v1.LegalAction;
+import gaigel.v1.PlayRequest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
