@@ -37,39 +37,55 @@ def _port(text: str) -> int:
     return value
 
 
-def _add_clock_args(p: argparse.ArgumentParser, decision: float, bank: float) -> None:
+CLOCK_DEFAULTS: dict[str, float] = {"decision_time": 2.0, "bank": 30.0, "strikes_limit": 3, "resume_grace": 20.0}
+
+
+def _add_clock_args(p: argparse.ArgumentParser, *, server_defaults: bool = False) -> None:
+    """The clock options; with *server_defaults* they default to None (``gaigel try --server``
+    then leaves them to the server, and the in-process server uses :data:`CLOCK_DEFAULTS`)."""
+
+    def default(name: str) -> Any:
+        return None if server_defaults else CLOCK_DEFAULTS[name]
+
+    def text(name: str) -> str:
+        value = f"{CLOCK_DEFAULTS[name]:g}"
+        return f"default {value}; with --server the server's default" if server_defaults else f"default {value}"
+
     p.add_argument(
         "--decision-time",
         type=_seconds,
-        default=decision,
-        help="seconds per decision before the bank is drawn on (default %(default)s)",
+        default=default("decision_time"),
+        help=f"seconds per decision before the bank is drawn on ({text('decision_time')})",
     )
     p.add_argument(
-        "--bank", type=_seconds, default=bank, help="reserve seconds per seat for the whole match (default %(default)s)"
+        "--bank",
+        type=_seconds,
+        default=default("bank"),
+        help=f"reserve seconds per seat for the whole match ({text('bank')})",
     )
     p.add_argument(
         "--strikes-limit",
         type=int,
-        default=3,
-        help="strikes a seat may collect; one more forfeits (default %(default)s)",
+        default=default("strikes_limit"),
+        help=f"strikes a seat may collect; one more forfeits ({text('strikes_limit')})",
     )
     p.add_argument(
         "--resume-grace",
         type=_seconds,
-        default=20.0,
-        help="seconds a disconnected seat may take to resume (default %(default)s)",
+        default=default("resume_grace"),
+        help=f"seconds a disconnected seat may take to resume ({text('resume_grace')})",
     )
+
+
+def _clock_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The clock options given on the command line (those left at None omitted)."""
+    return {name: getattr(args, name) for name in CLOCK_DEFAULTS if getattr(args, name) is not None}
 
 
 def _clock(args: argparse.Namespace) -> Any:
     from gaigel_server.table import Clock
 
-    return Clock(
-        decision_time=args.decision_time,
-        bank=args.bank,
-        strikes_limit=args.strikes_limit,
-        resume_grace=args.resume_grace,
-    )
+    return Clock(**{**CLOCK_DEFAULTS, **_clock_options(args)})
 
 
 def register(sub: Any) -> None:
@@ -124,16 +140,34 @@ def register(sub: Any) -> None:
         choices=("debug", "info", "warning", "error"),
         help="log level (default %(default)s)",
     )
-    _add_clock_args(p, 2.0, 30.0)
+    _add_clock_args(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser(
         "try",
         help="test a bot command against house bots",
-        description="Start a server in-process, launch CMD with GAIGEL_SERVER and GAIGEL_TOKEN set, play one match "
-        "against house bots, print the result and every fault of the bot. Exit 0 only when the match completed "
-        "without a fault of the bot.",
+        description="Start a server in-process (or, with --server, use a running one: register a fresh bot name "
+        "there with the admin token), launch CMD with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set, play one "
+        "match against house bots, print the result and every fault of the bot. Exit 0 only when the match "
+        "completed without a fault of the bot.",
     )
+    p.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        default=None,
+        help="play on this running server instead of an in-process one (needs the admin token)",
+    )
+    p.add_argument(
+        "--admin-token",
+        default=None,
+        help="MatchService token of --server (default: env GAIGEL_ADMIN_TOKEN)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="connect to --server with TLS (the bot command must then use TLS itself)",
+    )
+    p.add_argument("--ca-cert", metavar="PEM", help="CA certificate(s) to verify --server with (implies --tls)")
     p.add_argument("--players", type=players_arg, default=2, help="2, 3, 4 or 6 (default %(default)s)")
     p.add_argument("--hands", type=positive_int, default=2, help="number of hands (default %(default)s)")
     p.add_argument("--seed", type=seed_arg, default=None, help="match seed (default random)")
@@ -143,7 +177,7 @@ def register(sub: Any) -> None:
     p.add_argument("--time-limit", type=_seconds, default=120.0, help="seconds for the whole try (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_ruleset_args(p)
-    _add_clock_args(p, 2.0, 30.0)
+    _add_clock_args(p, server_defaults=True)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
     p.set_defaults(func=cmd_try)
 
@@ -196,8 +230,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # --- try --------------------------------------------------------------------------------
 
 
-async def _start_bot(cmd: list[str], port: int, name: str, token: str) -> asyncio.subprocess.Process:
-    env = dict(os.environ, GAIGEL_SERVER=f"127.0.0.1:{port}", GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
+async def _start_bot(cmd: list[str], address: str, name: str, token: str) -> asyncio.subprocess.Process:
+    env = dict(os.environ, GAIGEL_SERVER=address, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
     try:
         return await asyncio.create_subprocess_exec(*cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
     except OSError as e:
@@ -243,7 +277,7 @@ async def _play_on_server(
         tokens = {name: server.bots.register(name) for name in commands}
         for name in seat_bots:
             if name in commands:
-                procs.append(await _start_bot(commands[name], port, name, tokens[name]))
+                procs.append(await _start_bot(commands[name], f"127.0.0.1:{port}", name, tokens[name]))
         servicer = _match_servicer(server)
         request = ms.CreateMatchRequest(
             players=len(seat_bots),
@@ -284,29 +318,113 @@ def _match_servicer(server: Any) -> Any:
     return MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, server.config.clock)
 
 
-def cmd_try(args: argparse.Namespace) -> int:
-    """gaigel try."""
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise CliError("give the bot command after --, e.g. gaigel try --players 2 -- python my_bot.py")
-    rules = ruleset_from_args(args)
-    seed = args.seed if args.seed is not None else secrets.randbits(64)
-    seats = ["candidate"] + [f"house:{args.house}"] * (rules.players - 1)
-    record, notes = asyncio.run(
-        _play_on_server(
-            seats,
-            {"candidate": cmd},
-            seed,
-            args.hands,
-            json.dumps(rules.to_dict()),
-            0,
-            _clock(args),
-            args.time_limit,
-            args.rules,
+RPC_TIMEOUT = 10.0
+"""Seconds for one MatchService call of ``gaigel try --server``."""
+
+
+def _rpc_error(address: str, what: str, e: Any) -> CliError:
+    """A one-line CliError for a failed MatchService call."""
+    import grpc
+
+    code = e.code()
+    details = " ".join((e.details() or "").split())
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return CliError(f"cannot reach the server at {address} ({code.name}): {details}")
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return CliError(f"the server at {address} refused the admin token: {details}")
+    return CliError(f"{what} failed on {address} ({code.name}): {details}")
+
+
+def _admin_channel(args: argparse.Namespace) -> Any:
+    import grpc
+
+    if not (args.tls or args.ca_cert):
+        return grpc.aio.insecure_channel(args.server)
+    roots = None
+    if args.ca_cert:
+        try:
+            with open(args.ca_cert, "rb") as f:
+                roots = f.read()
+        except OSError as e:
+            raise CliError(f"cannot read --ca-cert {args.ca_cert}: {e.strerror}") from None
+    return grpc.aio.secure_channel(args.server, grpc.ssl_channel_credentials(root_certificates=roots))
+
+
+async def _try_on_remote_server(
+    args: argparse.Namespace, cmd: list[str], rules: Any, seed: int
+) -> tuple[dict[str, Any], list[str]]:
+    """``gaigel try --server``: registers a fresh bot name, launches *cmd* as that bot, creates the match
+    against house bots, waits for its end (cancelling it at the time limit) and fetches its record."""
+    import grpc
+
+    from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+
+    address = args.server
+    token = args.admin_token or os.environ.get("GAIGEL_ADMIN_TOKEN", "")
+    if not token:
+        raise CliError("--server needs the server's admin token: give --admin-token or set GAIGEL_ADMIN_TOKEN")
+    metadata = (("authorization", f"Bearer {token}"),)
+    deadline = time.monotonic() + args.time_limit
+    notes: list[str] = []
+    async with _admin_channel(args) as channel:
+        stub = ms_grpc.MatchServiceStub(channel)
+
+        async def call(what: str, request: Any) -> Any:
+            try:
+                return await getattr(stub, what)(request, metadata=metadata, timeout=RPC_TIMEOUT)
+            except grpc.aio.AioRpcError as e:
+                raise _rpc_error(address, what, e) from None
+
+        name = f"try-{secrets.token_hex(4)}"
+        bot_token = (await call("RegisterBot", ms.RegisterBotRequest(bot_name=name))).bot_token
+        request = ms.CreateMatchRequest(
+            players=rules.players,
+            seat_bots=[name] + [f"house:{args.house}"] * (rules.players - 1),
+            hands=args.hands,
+            seed=seed,
+            ruleset_preset=args.rules,
+            ruleset_overrides_json=json.dumps(rules.to_dict()),
+            first_dealer_seat=0,
         )
-    )
+        for field, value in _clock_options(args).items():  # the others are left to the server
+            if field == "strikes_limit":
+                request.clock.strikes_limit = value
+            else:
+                getattr(request.clock, field).FromNanoseconds(int(value * 1e9))
+        proc = await _start_bot(cmd, address, name, bot_token)
+        try:
+            match = (await call("CreateMatch", request)).match
+            while match.state != ms.MATCH_STATE_ENDED:
+                reason = ""
+                if time.monotonic() > deadline:
+                    notes.append(f"time limit of {args.time_limit:g} s reached: match cancelled")
+                    reason = "time limit"
+                elif match.state == ms.MATCH_STATE_WAITING and proc.returncode is not None:
+                    notes.append(f"the bot exited with code {proc.returncode} before the match started")
+                    reason = "bot exited"
+                if reason:
+                    try:
+                        cancel = ms.CancelMatchRequest(match_id=match.match_id, reason=reason)
+                        match = (await stub.CancelMatch(cancel, metadata=metadata, timeout=RPC_TIMEOUT)).match
+                    except grpc.aio.AioRpcError as e:
+                        if e.code() is not grpc.StatusCode.FAILED_PRECONDITION:  # else it ended meanwhile
+                            raise _rpc_error(address, "CancelMatch", e) from None
+                    ended_by = time.monotonic() + RPC_TIMEOUT
+                    while match.state != ms.MATCH_STATE_ENDED and time.monotonic() < ended_by:
+                        await asyncio.sleep(0.1)
+                        match = (await call("GetMatch", ms.GetMatchRequest(match_id=match.match_id))).match
+                    break
+                await asyncio.sleep(0.1)
+                match = (await call("GetMatch", ms.GetMatchRequest(match_id=match.match_id))).match
+            record_json = (await call("GetMatchRecord", ms.GetMatchRecordRequest(match_id=match.match_id))).record_json
+        finally:
+            await _stop_bot(proc)
+    return json.loads(record_json), notes
+
+
+def _report_try(args: argparse.Namespace, seed: int, record: dict[str, Any], notes: list[str]) -> int:
+    """Prints the outcome of ``gaigel try`` for the candidate in seat 0; the exit code."""
     result = record.get("result") or {}
     termination = result.get("termination", "?")
     faults = [f for f in record.get("faults", []) if f["seat"] == 0]
@@ -330,6 +448,37 @@ def cmd_try(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         print("ok: the bot completed the match without a fault" if ok else "FAILED: see the faults above")
     return 0 if ok else 1
+
+
+def cmd_try(args: argparse.Namespace) -> int:
+    """gaigel try."""
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise CliError("give the bot command after --, e.g. gaigel try --players 2 -- python my_bot.py")
+    rules = ruleset_from_args(args)
+    seed = args.seed if args.seed is not None else secrets.randbits(64)
+    if args.server:
+        record, notes = asyncio.run(_try_on_remote_server(args, cmd, rules, seed))
+    else:
+        if args.tls or args.ca_cert or args.admin_token:
+            raise CliError("--admin-token, --tls and --ca-cert go with --server")
+        seats = ["candidate"] + [f"house:{args.house}"] * (rules.players - 1)
+        record, notes = asyncio.run(
+            _play_on_server(
+                seats,
+                {"candidate": cmd},
+                seed,
+                args.hands,
+                json.dumps(rules.to_dict()),
+                0,
+                _clock(args),
+                args.time_limit,
+                args.rules,
+            )
+        )
+    return _report_try(args, seed, record, notes)
 
 
 # --- rematch ----------------------------------------------------------------------------

@@ -422,3 +422,128 @@ def test_resume_file_refused_or_foreign_joins_afresh(
     monkeypatch.setenv("GAIGEL_RESUME_FILE", str(path))
     assert run(RecordingBot(), address2, "tok", matches=1, **FAST) == 1
     assert not service2.errors and got["join"].HasField("join")
+
+
+class StubbornBot(Bot):
+    """Always answers the first legal id, or None for the decisions listed in *silent*."""
+
+    name = "tester"
+
+    def __init__(self, silent: tuple[str, ...] = (), silent_retry: bool = False) -> None:
+        self.silent = silent
+        self.silent_retry = silent_retry
+        self.decided: list[str] = []
+
+    def decide(self, request: pb.DecisionRequest) -> int | None:
+        retry = request.decision_id in self.decided
+        self.decided.append(request.decision_id)
+        if request.decision_id in self.silent or (retry and self.silent_retry):
+            return None
+        return request.legal_actions[0].id
+
+
+def test_repeated_rejected_id_falls_back_to_first_untried_legal_action(serve: Any) -> None:
+    """decide repeats the rejected first legal id: the SDK sends the next untried one, then the next, then gives up."""
+    got: list[pb.Action] = []
+
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.decision(2, "d1", [7, 9, 20])
+        seq = 3
+        for strikes in (1, 2, 3):
+            a = conn.recv_action()
+            got.append(a)
+            yield fs.rejected(seq, a, pb.REJECT_REASON_NOT_YOUR_TURN, strikes=strikes)
+            seq += 1
+        # every legal action was rejected: the SDK sends nothing more for d1
+        yield fs.card_played(seq, 1, 7)
+        yield fs.decision(seq + 1, "d2", [30])
+        got.append(conn.recv_action())
+        yield fs.match_end(seq + 2)
+        conn.drain()
+
+    address, service = serve(script)
+    bot = StubbornBot()
+    assert run(bot, address, "tok", matches=1, **FAST) == 1
+    assert not service.errors
+    assert [(a.decision_id, a.action_id) for a in got] == [("d1", 7), ("d1", 9), ("d1", 20), ("d2", 30)]
+    assert bot.decided == ["d1", "d1", "d2"]  # decide is asked once more after the first rejection only
+
+
+def test_decide_returning_none_sends_no_answer(serve: Any) -> None:
+    """None from decide (for a decision, and for its retry after a rejection): nothing is sent."""
+    got: list[pb.Action] = []
+
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.decision(2, "d1", [3, 7])  # the bot stays silent
+        time.sleep(0.2)
+        yield fs.card_played(3, 1, 3)  # the server's timeout fallback
+        yield fs.decision(4, "d2", [9, 20])
+        a = conn.recv_action()
+        got.append(a)
+        yield fs.rejected(5, a, pb.REJECT_REASON_STALE_DECISION)  # the retry returns None
+        time.sleep(0.2)
+        yield fs.card_played(6, 1, 9)
+        yield fs.decision(7, "d3", [30])
+        got.append(conn.recv_action())
+        yield fs.match_end(8)
+        conn.drain()
+
+    address, service = serve(script)
+    bot = StubbornBot(silent=("d1",), silent_retry=True)
+    assert run(bot, address, "tok", matches=1, **FAST) == 1
+    assert not service.errors
+    assert [(a.decision_id, a.action_id) for a in got] == [("d2", 9), ("d3", 30)]
+    assert bot.decided == ["d1", "d2", "d2", "d3"]
+
+
+SLOW_STDIO_BOT = r"""
+import json, sys, time
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg["type"] == "decision":
+        if msg["decision_id"] == "d1":
+            time.sleep(0.8)  # too late: the bridge gives up after 0.2 s + 0.1 s
+        print(json.dumps({"decision_id": msg["decision_id"], "action": msg["legal_actions"][0]["id"]}), flush=True)
+"""
+
+
+def test_stdio_bridge_sends_no_late_answer_after_the_timeout(serve: Any) -> None:
+    """A stdio bot answering after the deadline: the bridge sends nothing for that decision (no stale strike)."""
+    import io
+
+    from gaigel_client.stdio import StdioBot
+
+    got: list[pb.Action] = []
+
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        d1 = fs.decision(2, "d1", [3, 7])
+        d1.decision_request.time_left.FromMilliseconds(200)
+        yield d1
+        time.sleep(1.0)  # the bridge gives up on d1 meanwhile; the bot's late line arrives
+        yield fs.card_played(3, 1, 3)  # the server's timeout fallback
+        yield fs.decision(4, "d2", [9, 20])
+        got.append(conn.recv_action())
+        yield fs.match_end(5)
+        conn.drain()
+
+    address, service = serve(script)
+    err = io.StringIO()
+    bot = StdioBot([sys.executable, "-c", SLOW_STDIO_BOT], answer_margin=0.1, err=err)
+    try:
+        assert run(bot, address, "tok", matches=1, **FAST) == 1
+    finally:
+        bot.close()
+    assert not service.errors
+    assert [(a.decision_id, a.action_id) for a in got] == [("d2", 9)]
+    assert "no answer to decision d1" in err.getvalue() and "sending no answer" in err.getvalue()
+    # the late line was dropped by the bridge, not sent on
+    assert any("ignoring a" in line and '"d1"' in line for line in err.getvalue().splitlines())

@@ -4,8 +4,9 @@ The base image (python:3.11-slim-bookworm) is made by docker/build_base_image.sh
 debootstrapped Debian rootfs, since no image registry is reachable; docker/build_image.sh
 builds the Dockerfile with ``--pull=never``. The tests check the image's configuration,
 the default command (bound to 0.0.0.0, in a network namespace of its own), and a server on
-the host network bound to 127.0.0.1: health, metrics, a full match played by the Python
-SDK's example bot against a house bot, and a shutdown on SIGTERM within the grace period.
+the host network bound to 127.0.0.1: health, metrics, a full match played from the host by
+``gaigel try --server`` with the Python SDK's example bot against a house bot, and a
+shutdown on SIGTERM within the grace period (with a bot connected).
 
 Needs root, podman, runc and debootstrap (see docker/README.md). Skipped without them,
 except under CI, where that is a failure.
@@ -21,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -46,6 +48,13 @@ GRACE = 5.0  # --grace of the host-network server
 DEFAULT_GRACE = 8.0  # --grace of the image's default command
 STOP_MARGIN = 3.0  # podman's own time on top of the grace period
 ENV = dict(os.environ)
+# The host's `gaigel` command (the console script of this venv, else the same entry point).
+_SCRIPT = Path(sys.executable).with_name("gaigel")
+GAIGEL = (
+    [str(_SCRIPT)]
+    if _SCRIPT.exists()
+    else [sys.executable, "-c", "import sys; from gaigel.cli import main; sys.exit(main(sys.argv[1:]))"]
+)
 ENV.setdefault("CONTAINERS_CONF", str(DOCKER / "containers.conf"))
 
 
@@ -242,7 +251,7 @@ def host_health(port: int) -> str:
 
 
 def test_match_health_metrics_and_sigterm(image: str, tmp_path: Path) -> None:
-    """On the host network bound to 127.0.0.1: health, metrics, a full match, SIGTERM."""
+    """On the host network bound to 127.0.0.1: health, `gaigel try --server` from the host, metrics, SIGTERM."""
     port, metrics_port = free_port(), free_port()
     bots = tmp_path / "bots.toml"
     bots.write_text(f'[bots]\n"{BOT_NAME}" = "{BOT_TOKEN}"\n')
@@ -274,39 +283,64 @@ def test_match_health_metrics_and_sigterm(image: str, tmp_path: Path) -> None:
         assert f"127.0.0.1:{port}: SERVING" in wait_healthy(name)
         assert host_health(port) == "SERVING"
 
+        # A full match from the host: `gaigel try --server` registers a fresh bot name with the
+        # admin token, launches the example bot as that bot and plays it against a house bot.
+        bot_cmd = [sys.executable, str(ROOT / "clients/python/examples/random_bot.py")]
+        started = time.monotonic()
+        tried = subprocess.run(
+            [
+                *GAIGEL,
+                "try",
+                "--server",
+                f"127.0.0.1:{port}",
+                "--admin-token",
+                ADMIN,
+                *("--players", "2", "--hands", "2", "--seed", "7", "--time-limit", "120", "--json", "--", *bot_cmd),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        print(f"gaigel try --server took {time.monotonic() - started:.1f} s", file=sys.stderr)
+        assert tried.returncode == 0, tried.stdout + tried.stderr
+        result = json.loads(tried.stdout.strip().splitlines()[-1])
+        assert result["ok"] is True and result["termination"] == "completed", result
+        assert result["faults"] == [] and result["notes"] == [] and result["seed"] == 7
+        assert result["result"]["hands_played"] == 2
+        assert result["result"]["sides"][0]["bots"][0].startswith("try-")
+        assert result["result"]["sides"][1]["bots"] == ["house:random"]
+
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         admin = ms_grpc.MatchServiceStub(channel)
         md = (("authorization", f"Bearer {ADMIN}"),)
-        request = ms.CreateMatchRequest(players=2, seat_bots=[BOT_NAME, "house:random"], hands=2, seed=7)
-        match_id = admin.CreateMatch(request, metadata=md, timeout=10).match.match_id
+        ended = admin.ListMatches(ms.ListMatchesRequest(state=ms.MATCH_STATE_ENDED), metadata=md, timeout=10).matches
+        assert len(ended) == 1 and ended[0].termination == cm.MATCH_TERMINATION_COMPLETED, ended
+        assert ended[0].hands_played == 2 and ended[0].seed == 7
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+        answered = re.search(r'^gaigel_decisions_total\{outcome="answered"\} (\S+)$', metrics, re.M)
+        assert answered and float(answered.group(1)) > 0, metrics[:2000]
+
+        channel.close()
+
+        # The registered bot of the bots file joins and waits in the lobby (no match for it).
         bot_env = dict(os.environ, GAIGEL_SERVER=f"127.0.0.1:{port}", GAIGEL_TOKEN=BOT_TOKEN, GAIGEL_BOT_NAME=BOT_NAME)
-        bot = subprocess.Popen(
-            [sys.executable, str(ROOT / "clients/python/examples/random_bot.py")],
-            env=bot_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        bot = subprocess.Popen(bot_cmd, env=bot_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        joined = threading.Event()
+        bot_log: list[str] = []
+
+        def read_bot_log() -> None:
+            assert bot.stdout is not None
+            for line in bot.stdout:
+                bot_log.append(line)
+                if "joined session" in line:
+                    joined.set()
+
+        reader = threading.Thread(target=read_bot_log, daemon=True)
+        reader.start()
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                match = admin.GetMatch(ms.GetMatchRequest(match_id=match_id), metadata=md, timeout=10).match
-                if match.state == ms.MATCH_STATE_ENDED:
-                    break
-                assert bot.poll() is None, f"the bot exited early:\n{bot.communicate()[0]}"
-                assert time.monotonic() < deadline, f"match not over in 120 s: {match}"
-                time.sleep(0.2)
-            assert match.termination == cm.MATCH_TERMINATION_COMPLETED, match
-            assert match.hands_played == 2
-            record = json.loads(
-                admin.GetMatchRecord(ms.GetMatchRecordRequest(match_id=match_id), metadata=md, timeout=10).record_json
-            )
-            assert len(record["hands"]) == 2
-            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
-                metrics = resp.read().decode()
-            answered = re.search(r'^gaigel_decisions_total\{outcome="answered"\} (\S+)$', metrics, re.M)
-            assert answered and float(answered.group(1)) > 0, metrics[:2000]
-            channel.close()
+            assert joined.wait(30), "the bot did not join in 30 s:\n" + "".join(bot_log)
+            assert bot.poll() is None, "the bot exited:\n" + "".join(bot_log)
 
             # SIGTERM with the bot still connected: the server must be gone within the grace period.
             took, code = stop_with_sigterm(name, GRACE)

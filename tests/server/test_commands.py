@@ -10,9 +10,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from srvkit import ADMIN, Admin, ScriptedBot, run
 
@@ -137,6 +139,149 @@ class TestTry:
         out = subprocess.run([*GAIGEL, "try", "--players", "2"], capture_output=True, text=True, timeout=30)
         assert (
             out.returncode == 2 and "give the bot command" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        )
+
+
+@pytest.fixture(scope="class")
+def served() -> Iterator[str]:
+    """A `gaigel serve` subprocess on a free port with the admin token; yields its address."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [*GAIGEL, "serve", "--address", f"127.0.0.1:{port}", "--admin-token", ADMIN, "--metrics-port", "0"],
+        env={k: v for k, v in os.environ.items() if k != "GAIGEL_ADMIN_TOKEN"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            for _ in range(100):
+                try:
+                    health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+                    break
+                except grpc.RpcError:
+                    assert proc.poll() is None, "gaigel serve exited"
+                    time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class TestTryServer:
+    """``gaigel try --server`` plays on a running server (registering a fresh bot name there)."""
+
+    def test_good_bot_passes_and_reports_like_local_mode(self, served: str) -> None:
+        """The same text report as the local mode, exit 0; the candidate is a fresh try-<hex> bot."""
+        out = subprocess.run(
+            [
+                *GAIGEL,
+                "try",
+                "--server",
+                served,
+                "--admin-token",
+                ADMIN,
+                *("--players", "3", "--hands", "1"),
+                *("--seed", "5", "--", *BOT),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0].startswith("match ") and "seed 5: completed, 1 hands" in lines[0]
+        assert lines[1].startswith("side 0 seats [0] (try-") and "house:random" in lines[2]
+        assert lines[-1] == "ok: the bot completed the match without a fault"
+        local = subprocess.run(
+            [*GAIGEL, "try", "--players", "3", "--hands", "1", "--seed", "5", "--", *BOT],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        # same seed, same bots: the same match, reported the same way (but for the match id and bot name)
+        assert [line.split(")")[-1] for line in local.stdout.splitlines()[1:]] == [
+            line.split(")")[-1] for line in lines[1:]
+        ]
+
+    def test_faulty_bot_fails_with_reason_code_and_token_from_env(self, served: str) -> None:
+        """An illegal answer: JSON report with the fault, exit 1; the admin token comes from GAIGEL_ADMIN_TOKEN."""
+        out = subprocess.run(
+            [
+                *GAIGEL,
+                "try",
+                "--server",
+                served,
+                *("--players", "2", "--hands", "1", "--seed", "5", "--json"),
+                *("--", *BOT, "--illegal"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, GAIGEL_ADMIN_TOKEN=ADMIN),
+        )
+        assert out.returncode == 1, out.stdout + out.stderr
+        data = json.loads(out.stdout)
+        assert data["seed"] == 5 and data["termination"] == "completed" and data["notes"] == []
+        assert [f["reason"] for f in data["faults"]] == ["ILLEGAL_ACTION"]
+
+    def test_time_limit_cancels_the_match(self, served: str) -> None:
+        """A bot that never joins: the match is cancelled at --time-limit and reported, exit 1."""
+        started = time.monotonic()
+        out = subprocess.run(
+            [
+                *GAIGEL,
+                "try",
+                "--server",
+                served,
+                "--admin-token",
+                ADMIN,
+                "--time-limit",
+                "1",
+                "--json",
+                *("--", sys.executable, "-c", "import time; time.sleep(60)"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert time.monotonic() - started < 20
+        data = json.loads(out.stdout)
+        assert data["termination"] == "cancelled" and data["notes"] == ["time limit of 1 s reached: match cancelled"]
+
+    def test_bad_admin_token_is_one_line(self, served: str) -> None:
+        out = subprocess.run(
+            [*GAIGEL, "try", "--server", served, "--admin-token", "bad-secret-3141", "--", *BOT],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={k: v for k, v in os.environ.items() if k != "GAIGEL_ADMIN_TOKEN"},
+        )
+        assert out.returncode == 2 and out.stdout == ""
+        assert len(out.stderr.strip().splitlines()) == 1 and "refused the admin token" in out.stderr
+        assert "bad-secret-3141" not in out.stderr
+
+    def test_missing_admin_token_and_unreachable_server_are_one_line(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "GAIGEL_ADMIN_TOKEN"}
+        out = subprocess.run(
+            [*GAIGEL, "try", "--server", "127.0.0.1:1", "--", *BOT], capture_output=True, text=True, timeout=30, env=env
+        )
+        assert out.returncode == 2 and "GAIGEL_ADMIN_TOKEN" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        port = free_port()
+        out = subprocess.run(
+            [*GAIGEL, "try", "--server", f"127.0.0.1:{port}", "--admin-token", ADMIN, "--", *BOT],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+        )
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert (
+            len(out.stderr.strip().splitlines()) == 1 and f"cannot reach the server at 127.0.0.1:{port}" in out.stderr
         )
 
 

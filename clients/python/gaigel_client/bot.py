@@ -18,11 +18,21 @@ class Bot:
     name: str = "bot"
     version: str = ""
 
-    def decide(self, request: pb.DecisionRequest) -> int:
+    def decide(self, request: pb.DecisionRequest) -> int | None:
         """Returns the id of one of ``request.legal_actions`` (``request.legal_actions[i].id``).
 
         ``request.observation`` holds everything this seat may know now;
         ``request.time_left`` the time before the bank is drawn on.
+
+        Returning None sends no answer: the server's timeout fallback (the first legal
+        action, one strike) plays once the decision's time and bank have run out. Use it
+        when it is too late to answer: a late answer would be rejected as stale, a second
+        strike.
+
+        After an ``ActionRejected`` with the decision still open, ``decide`` is called once
+        more for the same request. If it repeats a rejected id (or returns an illegal one),
+        the SDK sends the first legal action not tried yet for this decision instead; after
+        any further rejection, the next untried one (each rejection is one strike).
         """
         raise NotImplementedError(f"{type(self).__name__} must override decide(request) -> int")
 
@@ -45,4 +55,4 @@ class Bot:
         """The match ended (the seed is revealed here)."""
 
     def on_rejected(self, msg: pb.ActionRejected) -> None:
-        """The server rejected an answer (one strike); the SDK retries as documented in :func:`run`."""
+        """The server rejected an answer (one strike); the SDK retries as documented in :meth:`decide`."""

@@ -404,14 +404,24 @@ class _Session:
             # The decision was the last thing we heard of: our answer may have been lost
             # with the old stream, so send it (or a first one) again.
             action = pending.answers[-1] if pending.answers else self._decide(pending.request)
-            self._send_action(pending, action)
+            if action is not None:
+                self._send_action(pending, action)
 
-    def _decide(self, request: pb.DecisionRequest) -> int:
+    def _decide(self, request: pb.DecisionRequest) -> int | None:
+        """``bot.decide(request)``: an action id, or None for "send no answer"."""
         answer = self.bot.decide(request)
+        if answer is None:
+            log.info(
+                "decide returned None: no answer to decision %s (the server's timeout fallback plays)",
+                request.decision_id,
+            )
+            return None
         try:
             return operator.index(answer)
         except TypeError:
-            raise TypeError(f"{type(self.bot).__name__}.decide must return an int action id, got {answer!r}") from None
+            raise TypeError(
+                f"{type(self.bot).__name__}.decide must return an int action id (or None), got {answer!r}"
+            ) from None
 
     def _on_replayed_decision(self, request: pb.DecisionRequest) -> None:
         """A decision the previous process saw: resend its saved answer, never decide it again."""
@@ -427,7 +437,9 @@ class _Session:
     def _on_decision(self, request: pb.DecisionRequest) -> None:
         pending = _Pending(request)
         self.pending = pending
-        self._send_action(pending, self._decide(request))
+        action = self._decide(request)
+        if action is not None:
+            self._send_action(pending, action)
 
     def _on_rejected(self, msg: pb.ActionRejected) -> None:
         log.warning(
@@ -444,19 +456,23 @@ class _Session:
         if not msg.decision_open or pending is None or msg.decision_id != pending.request.decision_id:
             return
         legal = [a.id for a in pending.request.legal_actions]
+        untried = [a for a in legal if a not in pending.answers]
+        action: int | None = None
         if len(pending.answers) == 1:
             action = self._decide(pending.request)
-            if action in pending.answers or action not in legal:
-                log.warning("decide answered %d again; falling back to the first legal action %d", action, legal[0])
-                action = legal[0]
-        else:
-            action = legal[0]
-        if action in pending.answers:
-            log.error(
-                "giving up on decision %s: the server rejected every answer, the first legal one included",
-                msg.decision_id,
-            )
-            return
+            if action is None:
+                return  # no answer: the server's timeout fallback plays
+        if action is None or action in pending.answers or action not in legal:
+            if not untried:
+                log.error("giving up on decision %s: the server rejected every legal action", msg.decision_id)
+                return
+            if action is not None:
+                log.warning(
+                    "decide answered %d again or illegally; falling back to the first legal action not tried yet, %d",
+                    action,
+                    untried[0],
+                )
+            action = untried[0]
         self._send_action(pending, action)
 
 
@@ -479,10 +495,14 @@ def run(
       ``token`` to ``$GAIGEL_TOKEN``; ``name`` to ``$GAIGEL_BOT_NAME``, else ``bot.name``.
     * Sends ``Join`` (protocol version 1), then answers every ``DecisionRequest`` with
       ``bot.decide(request)``.
+    * ``decide`` may return None to send no answer: the server's timeout fallback then
+      plays for the bot when the decision's time and bank run out (one strike), and a late
+      answer, which would be rejected as stale (a second strike), is avoided.
     * When the server rejects an answer while the decision is still open, ``decide`` is
       called once more; if it repeats a rejected answer or names an action that is not
-      legal, the first legal action is sent instead, and after a second rejection also that.
-      So a buggy bot costs at most two strikes per decision, usually one.
+      legal, the first legal action not tried yet for this decision is sent instead, and
+      after every further rejection the next one not tried yet (each rejection is one
+      strike). If ``decide`` returns None there, no answer is sent.
     * When the stream breaks (``UNAVAILABLE``; inside a match also ``INTERNAL``, ``UNKNOWN``
       and ``CANCELLED``), it reconnects with exponential backoff (``initial_backoff``
       doubling up to ``max_backoff``) and sends ``Resume`` with the match's resume token and

@@ -6,7 +6,8 @@ reads one line back: ``{"action": ID}`` (optionally with ``"decision_id"``) or a
 
 Faults stay the server's business: an unreadable answer is sent on as action id -1, which the
 server rejects (one strike) before the bot gets the decision again; a missing answer lets the
-server's timeout fallback play. A bot process that exits ends the bridge with an error.
+server's timeout fallback play, and the bridge then sends no answer at all (``decide`` returns
+None), so a late line costs no second (stale) strike. A bot process that exits ends the bridge with an error.
 """
 
 from __future__ import annotations
@@ -265,7 +266,7 @@ class StdioBot(Bot):
 
     # --- the SDK hooks --------------------------------------------------------------
 
-    def decide(self, request: pb.DecisionRequest) -> int:
+    def decide(self, request: pb.DecisionRequest) -> int | None:
         self.decisions += 1
         retry = self._retry_of == request.decision_id
         self._retry_of = None
@@ -288,11 +289,13 @@ class StdioBot(Bot):
             try:
                 line = self._lines.get(timeout=max(0.0, remaining)) if remaining > 0 else self._lines.get_nowait()
             except queue.Empty:
+                # Too late: the server's timeout fallback has played (one strike). Sending an
+                # answer now would only be rejected as stale, a second strike, so send none.
                 self._error(
-                    f"no answer to decision {request.decision_id} within {wait:.1f} s: the server played its "
-                    f"timeout fallback; sending the first legal action {request.legal_actions[0].id} late"
+                    f"no answer to decision {request.decision_id} within {wait:.1f} s: the server plays its "
+                    "timeout fallback; sending no answer"
                 )
-                return request.legal_actions[0].id
+                return None
             if line is None:
                 self._lines.put(None)
                 raise BridgeError(
