@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -47,6 +48,11 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     config = load_config(args.config)
+    executor = args.executor or ("ray" if args.ray_address else config.executor)
+    if args.ray_address:
+        if executor != "ray":
+            raise CliError(f"--ray-address needs --executor ray, not --executor {executor}")
+        config = dataclasses.replace(config, ray_address=args.ray_address)
     out = Path(args.out) if args.out else Path(Path(args.config).stem + "-arena")
     metrics = ArenaMetrics(config.bot_names)
     if args.metrics_port is not None:
@@ -60,12 +66,12 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
             out,
             db=args.db,
             workers=args.workers,
-            executor=args.executor or config.executor,
+            executor=executor,
             progress=progress,
             metrics=metrics,
             bootstrap_samples=args.bootstrap,
         )
-    except NotImplementedError as e:
+    except (NotImplementedError, ConnectionError) as e:  # an executor that cannot start (e.g. Ray unreachable)
         raise CliError(str(e)) from None
     except ArenaError as e:
         raise CliError(str(e)) from None
@@ -79,7 +85,7 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
         print(
             f"played {summary.played_now} matches in {summary.seconds:.1f} s"
             + (f" ({summary.replayed} replayed after a crash)" if summary.replayed else "")
-            + f"; journal {summary.db_path}"
+            + f"; journal {summary.db_label}"
         )
     return 0
 
@@ -88,7 +94,7 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
     from gaigel_arena.report import format_table, load_report, render_html, report_dict
 
-    report = load_report(Path(args.dir), samples=args.bootstrap)
+    report = load_report(args.dir if "://" in args.dir else Path(args.dir), samples=args.bootstrap)
     if args.html:
         Path(args.html).write_text(render_html(report), encoding="utf-8")
     if args.json:
@@ -129,7 +135,11 @@ def register(subparsers: Any) -> None:
     )
     r.add_argument("config", metavar="CONFIG.toml", help="arena configuration (see examples/demo.toml)")
     r.add_argument("--out", metavar="DIR", help="output folder (default: <config name>-arena)")
-    r.add_argument("--db", metavar="PATH", help="journal database file (default: DIR/arena.sqlite)")
+    r.add_argument(
+        "--db",
+        metavar="PATH|URL",
+        help="journal: a SQLite file (default: DIR/arena.sqlite) or postgresql://user:password@host:port/dbname",
+    )
     r.add_argument(
         "--workers",
         type=positive_int,
@@ -138,8 +148,17 @@ def register(subparsers: Any) -> None:
     )
     r.add_argument(
         "--executor",
-        choices=("auto", "local", "inline", "grpc"),
+        choices=("auto", "local", "inline", "grpc", "ray"),
         help="how matches are played (default: [arena] executor, else auto: local worker processes for house bots)",
+    )
+    r.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help=(
+            "with --executor ray (implied): the Ray cluster, HOST:PORT of a running head node, auto, "
+            "ray://HOST:10001, or local for a cluster of --workers CPUs in this process "
+            "(default: [arena] ray_address, else RAY_ADDRESS, else local)"
+        ),
     )
     r.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
     r.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default: info off a terminal)")
@@ -155,7 +174,7 @@ def register(subparsers: Any) -> None:
         help="print the ratings of an arena folder",
         description="Print the ratings of an arena folder as a table, JSON or an HTML page.",
     )
-    q.add_argument("dir", metavar="DIR", help="arena output folder (or its journal file)")
+    q.add_argument("dir", metavar="DIR", help="arena output folder (or its journal file, or its postgresql:// URL)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
     q.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     q.add_argument(

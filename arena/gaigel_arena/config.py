@@ -7,7 +7,8 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
     seed = 1
     sets_per_pairing = 10   # duplicate sets: each deal seed once per rotation of the sides
     workers = 2             # default: one per core; never part of the config hash
-    executor = "auto"        # auto, local, inline or grpc; never part of the config hash
+    executor = "auto"        # auto, local, inline, grpc or ray; never part of the config hash
+    ray_address = "local"    # executor = "ray": a running cluster's address, or "local"
 
     [game]
     players = 2             # 2, 3, 4 or 6
@@ -19,6 +20,7 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
     [clock]
     decision_ms = 1000      # per decision, for bots that play over gRPC
     bank_ms = 10000
+    resume_grace_ms = 20000 # how long a disconnected bot may take to resume before it forfeits
 
     [[bots]]
     name = "random"
@@ -94,6 +96,15 @@ class ClockConfig:
 
     decision_ms: int = 1000
     bank_ms: int = 10_000
+    resume_grace_ms: int = 20_000
+    """How long a bot whose stream broke (a crash) may take to resume before its side forfeits."""
+
+    def canonical(self) -> dict[str, int]:
+        """JSON-ready; ``resume_grace_ms`` only when not the default, so older config hashes stay valid."""
+        out = {"decision_ms": self.decision_ms, "bank_ms": self.bank_ms}
+        if self.resume_grace_ms != ClockConfig.resume_grace_ms:
+            out["resume_grace_ms"] = self.resume_grace_ms
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +124,9 @@ class ArenaConfig:
     bots: tuple[BotConfig, ...]
     keep_records: bool = True
     executor: str = "auto"
+    ray_address: str | None = None
+    """Ray cluster for ``executor = "ray"`` (``HOST:PORT``, ``auto``, ``ray://HOST:PORT`` or
+    ``local``); None: ``RAY_ADDRESS`` or a local cluster. Never part of the config hash."""
 
     @property
     def bot_names(self) -> tuple[str, ...]:
@@ -143,7 +157,7 @@ class ArenaConfig:
                 "hands": self.hands,
                 "ruleset": self.ruleset.to_dict(),
             },
-            "clock": {"decision_ms": self.clock.decision_ms, "bank_ms": self.clock.bank_ms},
+            "clock": self.clock.canonical(),
             "bots": [b.canonical() for b in self.bots],
         }
 
@@ -205,9 +219,11 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     unknown = sorted(set(data) - {"arena", "game", "clock", "bots"})
     if unknown:
         raise ConfigError(f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [[bots]])")
-    arena = _table(data, "arena", {"name", "seed", "sets_per_pairing", "workers", "keep_records", "executor"})
+    arena = _table(
+        data, "arena", {"name", "seed", "sets_per_pairing", "workers", "keep_records", "executor", "ray_address"}
+    )
     game = _table(data, "game", {"players", "rules", "hands", "options"})
-    clock = _table(data, "clock", {"decision_ms", "bank_ms"})
+    clock = _table(data, "clock", {"decision_ms", "bank_ms", "resume_grace_ms"})
 
     name = arena.get("name", "arena")
     if not isinstance(name, str) or not name.strip():
@@ -221,6 +237,11 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     executor = arena.get("executor", "auto")
     if executor not in EXECUTORS:
         raise ConfigError(f"arena.executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    ray_address = arena.get("ray_address")
+    if ray_address is not None and (not isinstance(ray_address, str) or not ray_address.strip()):
+        raise ConfigError(
+            f'arena.ray_address must be a Ray address such as "HOST:6379" or "local", got {ray_address!r}'
+        )
 
     players = game.get("players", 2)
     if players not in _PLAYERS or isinstance(players, bool):
@@ -244,6 +265,7 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     clock_cfg = ClockConfig(
         decision_ms=_int(clock, "clock", "decision_ms", 1000, 1),
         bank_ms=_int(clock, "clock", "bank_ms", 10_000, 0),
+        resume_grace_ms=_int(clock, "clock", "resume_grace_ms", 20_000, 0),
     )
     bots = _parse_bots(data.get("bots", []))
     if len(bots) < ruleset.num_sides:
@@ -264,12 +286,14 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         bots=bots,
         keep_records=keep_records,
         executor=executor,
+        ray_address=ray_address,
     )
 
 
-EXECUTORS = ("auto", "local", "inline", "grpc")
+EXECUTORS = ("auto", "local", "inline", "grpc", "ray")
 """How matches are played: auto (local for house bots, else grpc), local worker processes,
-inline in the runner process, or grpc through a local match server with bot processes."""
+inline in the runner process, grpc through a local match server with bot processes, or
+ray: Ray tasks on a Ray cluster (house bots only; never chosen by auto)."""
 
 
 def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:

@@ -12,6 +12,8 @@ match is not an exception: the match ends as a forfeit and the forfeit is rated.
 * :class:`gaigel_arena.grpc_executor.GrpcExecutor` plays through a local match server
   so ``command`` bots (processes that connect over gRPC) can take part; it starts the
   server and the bot processes once per run and lets them play many matches.
+* :class:`gaigel_arena.ray_executor.RayExecutor` plays house-bot matches as Ray tasks on
+  a Ray cluster (the optional ``ray`` extra); the journal stays with the runner.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "MatchJob",
     "MatchOutcome",
     "make_executor",
+    "play_house_match",
     "play_local_match",
 ]
 
@@ -99,8 +102,12 @@ def write_json_atomic(data: Any, path: str | Path) -> None:
     tmp.replace(path)
 
 
-def play_local_match(job: MatchJob) -> MatchOutcome:
-    """Plays *job* with in-process house bots in this process.
+def play_house_match(job: MatchJob) -> tuple[MatchOutcome, dict[str, Any] | None]:
+    """Plays *job* with in-process house bots in this process; writes nothing.
+
+    Returns the outcome and, when the job keeps a record (``record_path`` set), the
+    match record for the caller to write (the Ray executor ships it back to the
+    scheduler, which writes it where the journal is).
 
     :raises ValueError: if a seat's bot is not a house bot.
     """
@@ -117,15 +124,25 @@ def play_local_match(job: MatchJob) -> MatchOutcome:
     spec = job.spec()
     score, record = play_match(spec, bots, record=job.record_path is not None)
     duration = time.perf_counter() - started
-    if record is not None and job.record_path is not None:
+    if record is not None:
         record["match_id"] = job.match_id
-        write_json_atomic(record, job.record_path)
         result = dict(record["result"])
     else:
         result = score.to_dict()
         result["termination"] = MatchTermination.COMPLETED.value
         result["hands_played"] = score.hands_played
-    return MatchOutcome(job.match_id, result, job.record_path, duration)
+    return MatchOutcome(job.match_id, result, job.record_path, duration), record
+
+
+def play_local_match(job: MatchJob) -> MatchOutcome:
+    """Plays *job* with in-process house bots in this process and writes its record.
+
+    :raises ValueError: if a seat's bot is not a house bot.
+    """
+    outcome, record = play_house_match(job)
+    if record is not None and job.record_path is not None:
+        write_json_atomic(record, job.record_path)
+    return outcome
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -186,11 +203,14 @@ class InlineExecutor:
 def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:
     """The executor for *config*: local when every bot is a house bot, else gRPC.
 
-    *kind* is ``auto``, ``local``, ``inline`` or ``grpc``.
+    *kind* is ``auto``, ``local``, ``inline``, ``grpc`` or ``ray`` (never chosen by
+    ``auto``; it connects to ``config.ray_address``).
 
-    :raises ValueError: for an unknown kind, or a local executor with non-house bots.
+    :raises ValueError: for an unknown kind, or a local, inline or ray executor with
+        non-house bots.
     :raises NotImplementedError: when the gRPC executor is needed but gaigel_server is
-        missing, or for remote bots (not supported yet).
+        missing, for remote bots (not supported yet), or for the ray executor without Ray.
+    :raises gaigel_arena.ray_executor.RayConnectError: when the Ray cluster cannot be reached.
     """
     only_house = all(b.kind == "house" for b in config.bots)
     if kind == "auto":
@@ -209,4 +229,8 @@ def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Exec
                 f"the gRPC executor needs the server package (gaigel_server), which cannot be imported: {e}"
             ) from None
         return GrpcExecutor(config, workers)
-    raise ValueError(f"unknown executor {kind!r} (known: auto, local, inline, grpc)")
+    if kind == "ray":
+        from gaigel_arena.ray_executor import RayExecutor  # imports Ray itself only when constructed
+
+        return RayExecutor(config, workers, config.ray_address)
+    raise ValueError(f"unknown executor {kind!r} (known: auto, local, inline, grpc, ray)")

@@ -13,9 +13,16 @@ enough bot processes are started once, for the whole run, to fill every seat of
 ``request_id`` = the arena match id), waits until it has ended, fetches the match record
 and returns the result; a server-side failure raises, so the runner replays the match
 (void). A bot process that exits is restarted; matches it was seated in end under the
-server's disconnect policy (forfeits are recorded in the record and rated). If the
-runner itself is killed, the bot processes lose the server and exit after their
-client's reconnect timeout.
+server's disconnect policy: after ``[clock] resume_grace_ms`` without a Resume its side
+forfeits. The forfeit is rated as a loss, and the result stored in the journal names it
+(``result["forfeit"]``: side, seat, bot, the reason code of the fault that led to it,
+e.g. ``DISCONNECT``, and the server's message); the match record holds every fault.
+
+Bot processes run in process groups of their own (so shutdown also ends what a bot
+command started) and, on Linux, die with the runner even when it is killed with
+``kill -9``: a small launcher sets ``PR_SET_PDEATHSIG`` and then execs the bot command
+(no ``preexec_fn``: running Python code between fork and exec is unsafe with gRPC
+threads). Processes that a bot command starts itself are not covered by that signal.
 ``remote`` bots (connecting on their own to a published server) are not supported yet.
 """
 
@@ -23,9 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import os
 import secrets
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -37,7 +47,7 @@ import structlog
 from gaigel_arena.config import ArenaConfig, BotConfig
 from gaigel_arena.executors import MatchJob, MatchOutcome, write_json_atomic
 
-__all__ = ["GrpcExecutor"]
+__all__ = ["GrpcExecutor", "forfeit_reason"]
 
 log = structlog.get_logger("gaigel_arena")
 
@@ -45,6 +55,60 @@ _POLL_S = 0.02
 _RESTART_CHECK_S = 0.2
 MAX_RESTARTS = 10
 """A bot whose processes exit this many times in one run stops the arena."""
+
+_LAUNCHER = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the runner
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):  # the runner died before the signal was armed
+    os._exit(1)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])  # the signal survives exec
+except OSError as e:
+    sys.stderr.write(f"cannot start {sys.argv[2]}: {e.strerror}\\n")
+    os._exit(127)
+"""
+"""Runs ``python -I -c _LAUNCHER RUNNER_PID COMMAND...`` on Linux: arms the parent-death
+signal, then becomes the bot command."""
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Sends *sig* to the process group of *proc* (a session leader), ignoring a group that is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def forfeit_reason(record: dict[str, Any]) -> dict[str, Any] | None:
+    """Why a forfeited match was forfeited, from its record's faults; None without a forfeit.
+
+    ``reason`` is the code of the last fault of the forfeiting seat before the FORFEIT
+    (``DISCONNECT`` for a bot that crashed and did not resume, ``TIMEOUT_FALLBACK`` or
+    ``ILLEGAL_ACTION`` for strikes over the limit), ``message`` the server's FORFEIT message.
+    """
+    result = record.get("result") or {}
+    if not result.get("forfeit_sides"):
+        return None
+    faults = [f for f in record.get("faults", []) if isinstance(f, dict)]
+    final = next((f for f in reversed(faults) if f.get("reason") == "FORFEIT"), None)
+    if final is None:
+        return {"side": result["forfeit_sides"][0], "reason": "FORFEIT", "message": ""}
+    seat = final.get("seat")
+    before = [f for f in faults[: faults.index(final)] if f.get("seat") == seat and f.get("reason") != "RESUMED"]
+    seats = record.get("seats") or []
+    bot = (
+        seats[seat].get("bot")
+        if isinstance(seat, int) and seat < len(seats) and isinstance(seats[seat], dict)
+        else None
+    )
+    return {
+        "side": result["forfeit_sides"][0],
+        "seat": seat,
+        "bot": bot,
+        "reason": before[-1].get("reason", "FORFEIT") if before else "FORFEIT",
+        "message": final.get("message", ""),
+    }
 
 
 class GrpcExecutor:
@@ -66,7 +130,11 @@ class GrpcExecutor:
         self._server_config = ServerConfig(
             admin_token=self._admin,
             bots=dict(self._tokens),
-            clock=Clock(decision_time=config.clock.decision_ms / 1000.0, bank=config.clock.bank_ms / 1000.0),
+            clock=Clock(
+                decision_time=config.clock.decision_ms / 1000.0,
+                bank=config.clock.bank_ms / 1000.0,
+                resume_grace=config.clock.resume_grace_ms / 1000.0,
+            ),
         )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="gaigel-arena-grpc", daemon=True)
@@ -112,15 +180,23 @@ class GrpcExecutor:
             "GAIGEL_TOKEN": self._tokens[bot.name],
             "GAIGEL_BOT_NAME": bot.name,
         }
+        command = self._command(bot)
+        program = command[0]
+        found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
+        if found is None:
+            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {program} is not an executable")
+        if sys.platform.startswith("linux"):
+            command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *command]
         try:
             proc = subprocess.Popen(
-                self._command(bot),
+                command,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-            )  # no preexec_fn: running Python code between fork and exec is unsafe with gRPC threads
+                start_new_session=True,  # a process group of its own, set up without Python code in the child
+            )
         except OSError as e:
-            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(self._command(bot))}): {e.strerror}") from None
+            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {e.strerror}") from None
         self._procs[(bot.name, k)] = proc
 
     async def _watch_bots(self) -> None:
@@ -136,7 +212,8 @@ class GrpcExecutor:
                         )
                         log.error("bot_failed", bot=name, exit_code=proc.returncode)
                         continue
-                    log.warning("bot_restarted", bot=name, exit_code=proc.returncode)
+                    log.warning("bot_restarted", bot=name, exit_code=proc.returncode, restarts=self._restarts[name])
+                    _kill_group(proc, signal.SIGKILL)  # whatever the dead bot left running
                     self._spawn(self._config.bot(name), k)
 
     # --- matches -------------------------------------------------------------------------
@@ -178,9 +255,14 @@ class GrpcExecutor:
         if not isinstance(result, dict) or "sides" not in result:
             raise RuntimeError(f"match {job.match_id} ended without a result (server match {server_id})")
         record["match_id"] = job.match_id
+        result = dict(result)
+        forfeit = forfeit_reason(record)
+        if forfeit is not None:
+            result["forfeit"] = forfeit
+            log.warning("match_forfeit", match_id=job.match_id, **forfeit)
         if job.record_path is not None:
             write_json_atomic(record, job.record_path)
-        return MatchOutcome(job.match_id, dict(result), job.record_path, duration)
+        return MatchOutcome(job.match_id, result, job.record_path, duration)
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
         """Plays *job* on the server; the future raises for a void match."""
@@ -190,15 +272,13 @@ class GrpcExecutor:
         """Stops the bots, the server and the loop thread."""
         self._closing = True
         for proc in self._procs.values():
-            if proc.poll() is None:
-                proc.terminate()
+            _kill_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + 3.0
         for proc in self._procs.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _kill_group(proc, signal.SIGKILL)  # the bot if it did not stop, and what it started
+            proc.wait()
 
         async def stop() -> None:
             if self._channel is not None:

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gaigel_arena.journal import DEFAULT_DB_NAME, Journal, JournalError
+from gaigel_arena.journal import DEFAULT_DB_NAME, DbTarget, Journal, JournalError, is_url
 from gaigel_arena.ratings import GameResult, Standings, build_standings, elo_history
 from gaigel_arena.runner import journal_results
 
@@ -45,14 +45,19 @@ class ArenaReport:
     bots: tuple[str, ...]
 
 
-def load_report(path: Path, samples: int = 1000) -> ArenaReport:
-    """Reads the journal in folder *path* (or the database file *path*) and rates it.
+def load_report(path: DbTarget, samples: int = 1000) -> ArenaReport:
+    """Reads the journal in folder *path* (or the database file, or the PostgreSQL URL) and rates it.
 
     :raises JournalError: if there is no journal there.
     """
-    db = path / DEFAULT_DB_NAME if path.is_dir() else path
-    if not db.exists():
-        raise JournalError(f"no arena journal in {path} (expected {db})")
+    db: DbTarget
+    if is_url(path):
+        db = path
+    else:
+        path = Path(path)
+        db = path / DEFAULT_DB_NAME if path.is_dir() else path
+        if not db.exists():
+            raise JournalError(f"no arena journal in {path} (expected {db})")
     with Journal.open_existing(db) as journal:
         config = journal.config()
         counts = journal.counts()
@@ -120,53 +125,108 @@ def format_table(standings: Standings, done: int | None = None, total: int | Non
 # --- HTML ----------------------------------------------------------------------------------
 
 
-def _svg_history(results: tuple[GameResult, ...], bots: list[str], width: int = 760, height: int = 320) -> str:
-    """An inline SVG line plot of the sequential Elo of each bot after every game."""
+def _nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi]."""
+    span = hi - lo if hi > lo else 1.0
+    raw = span / max(1, target)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1.0, 2.0, 5.0, 10.0) if m * power >= raw)
+    first = math.floor(lo / step) * step
+    ticks: list[float] = []
+    k = 0
+    while first + k * step <= hi + step * 1e-9 or len(ticks) < 2:
+        ticks.append(first + k * step)
+        k += 1
+    if ticks[-1] < hi:
+        ticks.append(ticks[-1] + step)
+    return ticks
+
+
+def _colours(order: list[str]) -> dict[str, str]:
+    return {name: _COLOURS[i % len(_COLOURS)] for i, name in enumerate(order)}
+
+
+def _short(name: str, limit: int = 24) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def _svg_history(
+    results: tuple[GameResult, ...], order: list[str], colours: dict[str, str], width: int = 960, height: int = 400
+) -> str:
+    """An inline SVG line plot of the sequential Elo of each bot after every game.
+
+    *order* is the legend order (the rating table's); *colours* the colour of each bot.
+    """
     history = elo_history(results)
-    margin_l, margin_r, margin_t, margin_b = 56, 140, 16, 36
+    esc = html.escape
+    final = history[-1] if history else {}
+    labels = [f"{_short(name)}  {final.get(name, 1500.0):.0f}" for name in order]
+    legend_w = int(28 + 7.4 * max((len(label) for label in labels), default=8))
+    margin_l, margin_r, margin_t, margin_b = 64, legend_w + 16, 14, 50
     plot_w, plot_h = width - margin_l - margin_r, height - margin_t - margin_b
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        'role="img" aria-label="Elo rating history">',
-        f'<rect x="{margin_l}" y="{margin_t}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#999"/>',
+        f'<svg id="rating-history" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="Sequential Elo rating of every bot after each game" '
+        'font-family="system-ui, sans-serif" style="max-width:100%;height:auto">',
+        f'<rect x="{margin_l}" y="{margin_t}" width="{plot_w}" height="{plot_h}" fill="#fcfcfc" stroke="#888"/>',
     ]
     if not history:
-        parts.append(f'<text x="{margin_l + 10}" y="{margin_t + 24}" font-size="13">no games yet</text></svg>')
+        parts.append(f'<text x="{margin_l + 12}" y="{margin_t + 26}" font-size="14">no games yet</text></svg>')
         return "".join(parts)
     values = [v for point in history for v in point.values()] + [1500.0]
-    lo, hi = min(values), max(values)
-    if hi - lo < 20:
-        lo, hi = lo - 10, hi + 10
+    ticks = _nice_ticks(min(values), max(values))
+    lo, hi = ticks[0], ticks[-1]
     n = len(history)
-    step = max(1, n // 600)  # at most about 600 points per line
+    step = max(1, n // 800)  # at most about 800 points per line
     indices = list(range(0, n, step))
     if indices[-1] != n - 1:
         indices.append(n - 1)
 
-    def x(i: int) -> float:
-        return margin_l + (plot_w * (i + 1) / n)
+    def x(games: float) -> float:  # games played so far: 0 .. n
+        return margin_l + plot_w * games / n
 
     def y(v: float) -> float:
         return margin_t + plot_h * (1 - (v - lo) / (hi - lo))
 
-    for k in range(5):  # horizontal grid with labels
-        v = lo + (hi - lo) * k / 4
+    for v in ticks:  # horizontal grid with Elo labels
         parts.append(
-            f'<line x1="{margin_l}" x2="{margin_l + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>'
-            f'<text x="{margin_l - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.0f}</text>'
+            f'<line x1="{margin_l}" x2="{margin_l + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e3e3e3"/>'
+            f'<text x="{margin_l - 8}" y="{y(v) + 4:.1f}" font-size="12" text-anchor="end" fill="#333">{v:.0f}</text>'
+        )
+    if lo < 1500.0 < hi:
+        parts.append(
+            f'<line x1="{margin_l}" x2="{margin_l + plot_w}" y1="{y(1500.0):.1f}" y2="{y(1500.0):.1f}" '
+            'stroke="#999" stroke-dasharray="4 3"/>'
+        )
+    for g in _nice_ticks(0, n, 8):  # game ticks (whole games only)
+        if g > n:
+            break
+        if g != int(g):
+            continue
+        parts.append(
+            f'<line x1="{x(g):.1f}" x2="{x(g):.1f}" y1="{margin_t + plot_h}" y2="{margin_t + plot_h + 5}" stroke="#888"/>'
+            f'<text x="{x(g):.1f}" y="{margin_t + plot_h + 19}" font-size="12" text-anchor="middle" fill="#333">{g:.0f}</text>'
         )
     parts.append(
-        f'<text x="{margin_l + plot_w / 2:.0f}" y="{height - 8}" font-size="12" text-anchor="middle">games ({n})</text>'
+        f'<text x="{margin_l + plot_w / 2:.0f}" y="{height - 8}" font-size="13" text-anchor="middle">'
+        f"pairwise games rated, in schedule order ({n})</text>"
+        f'<text transform="translate(16 {margin_t + plot_h / 2:.0f}) rotate(-90)" font-size="13" '
+        'text-anchor="middle">Elo (start 1500)</text>'
     )
-    for b, name in enumerate(bots):
-        colour = _COLOURS[b % len(_COLOURS)]
-        points = " ".join(f"{x(i):.1f},{y(history[i].get(name, 1500.0)):.1f}" for i in indices)
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{points}"/>')
-        ly = margin_t + 14 + 18 * b
+    for name in reversed(order):  # the leader is drawn last, on top
+        points = " ".join(f"{x(i + 1):.1f},{y(history[i].get(name, 1500.0)):.1f}" for i in indices)
+        start = f"{x(0):.1f},{y(1500.0):.1f} "
         parts.append(
-            f'<rect x="{margin_l + plot_w + 12}" y="{ly - 9}" width="12" height="3" fill="{colour}"/>'
-            f'<text x="{margin_l + plot_w + 30}" y="{ly - 4}" font-size="12">{html.escape(name)} '
-            f"{history[-1].get(name, 1500.0):.0f}</text>"
+            f'<polyline fill="none" stroke="{colours[name]}" stroke-width="1.8" stroke-linejoin="round" '
+            f'points="{start}{points}"><title>{esc(name)}</title></polyline>'
+        )
+    lx = margin_l + plot_w + 16
+    for b, (name, label) in enumerate(zip(order, labels, strict=True)):
+        ly = margin_t + 16 + 20 * b
+        parts.append(
+            f'<g class="legend"><title>{esc(name)}</title>'
+            f'<rect x="{lx}" y="{ly - 6}" width="16" height="4" fill="{colours[name]}"/>'
+            f'<text x="{lx + 22}" y="{ly}" font-size="13">{esc(label)}</text></g>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -176,6 +236,8 @@ def render_html(report: ArenaReport) -> str:
     """One self-contained HTML page: table, rating history (inline SVG) and cross table."""
     st = report.standings
     names = [row.name for row in st.rows]
+    order = names + sorted(set(report.bots) - set(names))
+    colours = _colours(order)
     esc = html.escape
     rows_html = []
     for rank, row in enumerate(st.rows, 1):
@@ -183,21 +245,41 @@ def render_html(report: ArenaReport) -> str:
         ci = "" if math.isnan(lo) else f"{lo:+.0f} … {hi:+.0f}"
         pct = 100.0 * row.score / row.games if row.games else 0.0
         rows_html.append(
-            f"<tr><td>{rank}</td><td>{esc(row.name)}</td><td>{row.elo:.0f}</td><td>{row.bt:+.0f}</td>"
+            f'<tr><td>{rank}</td><td class="name"><span class="swatch" style="background:{colours[row.name]}"></span>'
+            f"{esc(row.name)}</td><td>{row.elo:.0f}</td><td>{row.bt:+.0f}</td>"
             f"<td>{ci}</td><td>{row.games}</td><td>{row.score:g} ({pct:.1f}%)</td></tr>"
         )
-    cross = ["<tr><th></th>" + "".join(f"<th>{esc(n)}</th>" for n in names) + "</tr>"]
+    cross = [
+        '<tr><th class="name">row \\ column</th>'
+        + "".join(f'<th title="{esc(n)}">{esc(_short(n, 16))}</th>' for n in names)
+        + "<th>total</th></tr>"
+    ]
     for a in names:
         cells = []
+        total_score, total_games = 0.0, 0
         for b in names:
             if a == b:
                 cells.append('<td class="self">—</td>')
                 continue
             score, games = st.cross_table.get(a, {}).get(b, (0.0, 0))
+            total_score += score
+            total_games += games
+            if not games:
+                cells.append('<td class="none"></td>')
+                continue
+            share = score / games
+            # green for a winning record, red for a losing one, white for even
+            tint = f"hsl({120 if share >= 0.5 else 0}, 60%, {100 - 36 * abs(share - 0.5):.0f}%)"
             los = st.los.get(a, {}).get(b)
-            title = f' title="likelihood of superiority {los:.3f}"' if los is not None else ""
-            cells.append(f"<td{title}>{score:g}/{games}</td>" if games else "<td></td>")
-        cross.append(f"<tr><th>{esc(a)}</th>{''.join(cells)}</tr>")
+            title = f"{a} against {b}: {score:g} points in {games} games ({100 * share:.0f}%)"
+            if los is not None:
+                title += f"; likelihood of superiority {los:.3f}"
+            cells.append(f'<td style="background:{tint}" title="{esc(title)}">{score:g}/{games}</td>')
+        share_text = f" ({100 * total_score / total_games:.0f}%)" if total_games else ""
+        cross.append(
+            f'<tr><th class="name">{esc(a)}</th>{"".join(cells)}'
+            f'<td class="total">{total_score:g}/{total_games}{share_text}</td></tr>'
+        )
     done, total = report.counts["done"], report.counts["total"]
     note = (
         ""
@@ -206,22 +288,32 @@ def render_html(report: ArenaReport) -> str:
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(report.name)}: Gaigel arena report</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; line-height: 1.4; }}
+h2 {{ margin-top: 1.6em; }}
+table {{ border-collapse: collapse; margin: 0.8em 0; font-variant-numeric: tabular-nums; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
-th {{ background: #f0f0f0; }} td.self {{ background: #eee; text-align: center; }}
+th {{ background: #f0f0f0; }}
+.name {{ text-align: left; }}
+td.self {{ background: #e8e8e8; text-align: center; color: #888; }}
+td.total {{ font-weight: 600; background: #f7f7f7; }}
+.swatch {{ display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.5em; border-radius: 2px; }}
+.caption {{ color: #555; font-size: 0.92em; }}
 </style></head><body>
 <h1>{esc(report.name)}</h1>
-<p>{done} of {total} matches done, {len(report.results)} rated games. Bradley-Terry ratings are on the Elo
-scale with mean 0; intervals are 95% bootstrap intervals over duplicate sets ({st.bootstrap_samples} samples).</p>
+<p>{done} of {total} matches done, {len(report.results)} rated pairwise games. Bradley-Terry ratings (BT) are on
+the Elo scale with mean 0; intervals are 95% bootstrap intervals over duplicate sets ({st.bootstrap_samples} samples).</p>
 {note}
 <h2>Ratings</h2>
-<table><tr><th>#</th><th>bot</th><th>Elo</th><th>BT</th><th>BT 95%</th><th>games</th><th>score</th></tr>
+<table id="ratings"><tr><th>#</th><th class="name">bot</th><th>Elo</th><th>BT</th><th>BT 95%</th><th>games</th><th>score</th></tr>
 {"".join(rows_html)}</table>
-<h2>Rating history (sequential Elo)</h2>
-{_svg_history(report.results, sorted(set(names) | set(report.bots)))}
-<h2>Cross table (row's points / games against column)</h2>
-<table>{"".join(cross)}</table>
+<h2>Rating history</h2>
+<p class="caption">Sequential Elo (K = 16) of every bot after each pairwise game; the dashed line is the start, 1500.</p>
+{_svg_history(report.results, order, colours)}
+<h2>Cross table</h2>
+<p class="caption">Points of the row's bot against the column's bot / games between them (a win 1, a draw ½);
+green: the row's bot scored more, red: less. Hover a cell for the likelihood of superiority.</p>
+<table id="cross-table">{"".join(cross)}</table>
 </body></html>
 """

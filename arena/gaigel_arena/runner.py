@@ -21,7 +21,7 @@ import structlog
 
 from gaigel_arena.config import ArenaConfig
 from gaigel_arena.executors import Executor, MatchJob, MatchOutcome, make_executor
-from gaigel_arena.journal import Journal, resolve_db
+from gaigel_arena.journal import DbTarget, Journal, redact_url, resolve_db
 from gaigel_arena.metrics import ArenaMetrics
 from gaigel_arena.ratings import GameResult, Standings, build_standings
 from gaigel_arena.results import pairwise_results
@@ -52,7 +52,13 @@ class RunSummary:
     replayed: int
     seconds: float
     standings: Standings
-    db_path: Path
+    db_path: DbTarget
+    """The journal: the SQLite file, or the PostgreSQL URL (print :attr:`db_label` instead)."""
+
+    @property
+    def db_label(self) -> str:
+        """The journal for messages: a URL's password replaced by ``***``."""
+        return redact_url(self.db_path)
 
 
 def journal_results(journal: Journal) -> list[GameResult]:
@@ -141,6 +147,9 @@ def run_arena(
 ) -> RunSummary:
     """Plays every pending match of *config* into the journal in *out_dir* and rates the result.
 
+    *db* is the journal: a SQLite file path (default ``out_dir/arena.sqlite``) or a
+    ``postgresql://`` URL; match records are written to ``out_dir/records`` either way.
+
     :raises JournalError: if the journal belongs to another config or another run holds it.
     :raises ArenaError: if a match fails :data:`MAX_ATTEMPTS` times in a row.
     :raises NotImplementedError: for command/remote bots (the gRPC executor is not ready).
@@ -168,7 +177,7 @@ def run_arena(
 def _run(
     config: ArenaConfig,
     schedule: list[ScheduledMatch],
-    db_path: Path,
+    db_path: DbTarget,
     records_dir: Path,
     pool: Executor,
     n_workers: int,
@@ -191,7 +200,7 @@ def _run(
         log.info(
             "arena_start",
             arena=config.name,
-            db=str(db_path),
+            db=redact_url(db_path),
             scheduled=total,
             done=done,
             pending=len(pending),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gaigel_arena.config import ArenaConfig, parse_config
-from gaigel_arena.journal import Journal, JournalError, config_diff, resolve_db
+from gaigel_arena.journal import Journal, JournalError, config_diff, redact_url, resolve_db
 from gaigel_arena.schedule import ScheduledMatch, build_schedule
 
 BOTS = [{"name": "r", "house": "random"}, {"name": "f", "house": "first"}, {"name": "g", "house": "first"}]
@@ -87,15 +87,20 @@ class TestJournal:
         _open(db, _config())[0].close()
 
     def test_foreign_files(self, tmp_path: Path) -> None:
-        """A file that is not a journal and a PostgreSQL URL give clear errors."""
+        """A file that is not a journal and an unknown URL scheme give clear errors; passwords are redacted."""
         bogus = tmp_path / "x.sqlite"
         bogus.write_text("hello, this is not a database, really not at all" * 20)
         with pytest.raises(JournalError, match="not an arena journal"):
             _open(bogus, _config())
         with pytest.raises(JournalError, match="no arena journal"):
             Journal.open_existing(tmp_path / "none.sqlite")
-        with pytest.raises(JournalError, match="not supported yet"):
-            resolve_db(tmp_path, "postgresql://localhost/arena")
+        with pytest.raises(JournalError, match=r"mysql://\.\.\. is not supported"):
+            resolve_db(tmp_path, "mysql://localhost/arena")
+        assert resolve_db(tmp_path, "postgresql://u:pw@localhost/arena") == "postgresql://u:pw@localhost/arena"
+        assert resolve_db(tmp_path, None) == tmp_path / "arena.sqlite"
+        assert redact_url("postgresql://u:pw@localhost:5/arena") == "postgresql://u:***@localhost:5/arena"
+        assert redact_url("postgresql://u@localhost/arena") == "postgresql://u@localhost/arena"
+        assert redact_url(tmp_path / "a:b@c") == str(tmp_path / "a:b@c")
 
     def test_config_diff(self) -> None:
         """Differences are reported as dotted keys."""

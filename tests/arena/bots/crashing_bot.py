@@ -1,0 +1,42 @@
+"""A test bot that crashes: it plays the first legal action and dies (``os._exit``) on its
+Nth decision in each process, like a bot with a bug. Uses the Python SDK (gaigel_client).
+
+python crashing_bot.py --crash-at N      (GAIGEL_SERVER and GAIGEL_TOKEN set by the arena)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gaigel_client import Bot, run
+
+
+class CrashingBot(Bot):
+    name = "crashing"
+    version = "1"
+
+    def __init__(self, crash_at: int) -> None:
+        self.crash_at = crash_at
+        self.decisions = 0
+
+    def decide(self, request):  # type: ignore[no-untyped-def]
+        self.decisions += 1
+        if self.decisions == self.crash_at:
+            sys.stderr.write(f"crashing_bot: crashing on decision {self.decisions} (pid {os.getpid()})\n")
+            sys.stderr.flush()
+            os._exit(3)
+        return request.legal_actions[0].id
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--crash-at", type=int, required=True)
+    parser.add_argument("--marker", default="", help="ignored; lets a test find this process")
+    args = parser.parse_args()
+    run(CrashingBot(args.crash_at))
+
+
+if __name__ == "__main__":
+    main()
