@@ -331,4 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the canonical module, not __main__: extension commands raise gaigel.cli.CliError.
+    from gaigel.cli import main as canonical_main
+
+    sys.exit(canonical_main())

@@ -1,4 +1,8 @@
-"""Helpers for the kit tests: the bridge commands as a command line, tool detection."""
+"""Helpers for the kit tests: the gaigel command line, tool detection.
+
+A plain module, not conftest.py: test files import it by name, and several test folders
+have a conftest.py of their own.
+"""
 
 from __future__ import annotations
 
@@ -22,14 +26,7 @@ except ImportError:
 GAIGEL = [sys.executable, "-m", "gaigel.cli"]
 
 
-def _cli_has(command: str) -> bool:
-    r = subprocess.run([*GAIGEL, command, "--help"], capture_output=True, text=True, cwd=ROOT)
-    return r.returncode == 0
-
-
-# `gaigel stdio-bot` / `gaigel check-bot` once gaigel/cli.py registers gaigel_client.bridge_commands;
-# until then the module's own entry point.
-BRIDGE = GAIGEL if _cli_has("stdio-bot") else [sys.executable, "-m", "gaigel_client.bridge_commands"]
+BRIDGE = GAIGEL  # `gaigel stdio-bot` and `gaigel check-bot`
 
 
 def need(*tools: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import BOTS, BRIDGE, need, run
+from kitlib import BOTS, BRIDGE, need, run
 
 ALL = {
     "joins with the right protocol version",

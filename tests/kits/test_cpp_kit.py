@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GAIGEL, ROOT, need, run
+from kitlib import GAIGEL, ROOT, need, run
 
 pytestmark = pytest.mark.slow
 

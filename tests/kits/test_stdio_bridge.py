@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import BOTS, BRIDGE, GAIGEL, need, run
+from kitlib import BOTS, BRIDGE, GAIGEL, need, run
 
 from gaigel.deal import deal
 from gaigel.ruleset import preset
