@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from gaigel.observation import Observation
 
 ENGINE_VERSION = "1.0.0"
+STATE_HASH_FORMAT = "gaigel-state-v1"
+"""Changes only when the hashed serialisation changes, so that a new engine version that
+plays the same rules still replays old records."""
 
 
 class Phase(enum.IntEnum):
@@ -1021,7 +1024,7 @@ class GaigelState:
     def state_hash(self) -> str:
         """A hash of the full state, stable across processes, platforms and Python versions."""
         parts: list[object] = [
-            ENGINE_VERSION, self.trump_card, int(self.phase), self.to_act, self.leader, self.forehand, self.tpos, self.face_up,
+            STATE_HASH_FORMAT, self.trump_card, int(self.phase), self.to_act, self.leader, self.forehand, self.tpos, self.face_up,
             self.trick_no, int(self.strict), -1 if self.opening is None else int(self.opening), self.declarer,
             self.robbed_by, self.reserved_seat, self.shown_sevens, self.meld_used, self.win_idx,
             "h", *self.hands, "k", *self.known, "t", *self.trick_cards, "c", *self.side_cards,

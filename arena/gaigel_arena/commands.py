@@ -58,7 +58,7 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, registry=metrics.registry)
+        start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
     progress = None if args.quiet else Progress()
     try:
         summary = run_arena(
@@ -161,6 +161,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     r.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
+    r.add_argument(
+        "--metrics-address",
+        default="127.0.0.1",
+        help="address for --metrics-port (default %(default)s; 0.0.0.0 for all)",
+    )
     r.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default: info off a terminal)")
     r.add_argument(
         "--bootstrap", type=_bootstrap_arg, default=1000, help="bootstrap samples for the intervals (default 1000)"

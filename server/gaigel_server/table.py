@@ -557,7 +557,7 @@ class Table:
                 self.fault(
                     seat,
                     "TIMEOUT_FALLBACK",
-                    f"no answer within {decision_time:g} s and the bank of {bank:.3f} s: played {A.action_label(legal[0])} (the first legal action)",
+                    f"no answer within {decision_time:g} s and the bank of {bank:.3f} s: falls back to the first legal action, {A.action_label(legal[0])}",
                     strike=True,
                     decision_id=did,
                 )
