@@ -98,7 +98,7 @@ def with_ray(workers: int, run: Callable[[], Any]) -> Any:
     """Runs *run* with a local Ray cluster of *workers* CPUs already up."""
     import ray
 
-    ray.init(num_cpus=workers, include_dashboard=False, logging_level="warning")
+    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="warning")
     try:
         return run()
     finally:

@@ -13,7 +13,12 @@ outgrow one machine. *ADDR* is what :func:`ray.init` takes:
 
 Without an address the ``RAY_ADDRESS`` environment variable is used, else ``local``. When
 Ray is already initialised in this process (a test, a notebook), that connection is used
-and left open.
+and left open. ``HOST:PORT`` and ``ray://`` addresses are checked with one TCP connection
+first (5 s), since :func:`ray.init` retries an unreachable address for minutes. Clusters
+started by ``ray start`` (Ray 2.5x) use token authentication: with an explicit address Ray
+only sends the token when ``RAY_AUTH_MODE=token`` is set (the token comes from
+``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``); ``auto`` finds it
+by itself.
 
 The task is :func:`gaigel_arena.executors.play_house_match`, the same function the local
 executor's worker processes run, so a seed plays the same match on either executor. The
@@ -55,6 +60,10 @@ log = structlog.get_logger("gaigel_arena")
 INSTALL_HINT = "pip install 'gaigel-arena[ray]'"
 CONNECT_TIMEOUT_S = 5.0
 """How long the reachability check of ``HOST:PORT`` waits (ray.init itself retries for minutes)."""
+AUTH_HINT = (
+    " (a cluster with token authentication, the default of `ray start`, needs RAY_AUTH_MODE=token"
+    " and its token in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)"
+)
 TASK_RETRIES = 3
 """Ray's retries of a task whose worker process or node died (not of a task that raised)."""
 
@@ -142,7 +151,8 @@ class RayExecutor:
             ray.init(address=self.address, **quiet)
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise RayConnectError(f"cannot join the Ray cluster at {self.address}: {first}") from None
+            hint = "" if os.environ.get("RAY_AUTH_MODE") else AUTH_HINT
+            raise RayConnectError(f"cannot join the Ray cluster at {self.address}: {first}{hint}") from None
         self._owns = True  # our connection (not the cluster): ray.shutdown() disconnects
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:

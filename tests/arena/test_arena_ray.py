@@ -50,7 +50,7 @@ def _import_ray() -> ModuleType:
 def ray_cluster() -> Iterator[ModuleType]:
     """A local Ray cluster with 2 CPUs for the module."""
     ray = _import_ray()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning")
     try:
         yield ray
     finally:
