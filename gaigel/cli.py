@@ -21,15 +21,31 @@ class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
-def seed_arg(text: str) -> int:
-    """An unsigned 64-bit seed."""
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be an integer in 0..{MAX_SEED}, got {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"seed must be an integer in 0..{MAX_SEED}, got {text}")
-    return value
+def number_arg(kind: type[int] | type[float], low: float, high: float | None, what: str) -> Callable[[str], Any]:
+    """An argparse type for a number in [low, high] whose error names *what* and the range."""
+
+    def show(v: float) -> str:
+        return str(int(v)) if kind is int else f"{v:g}"
+
+    span = f"{what} in {show(low)}..{show(high)}" if high is not None else f"{what} >= {show(low)}"
+
+    def parse(text: str) -> int | float:
+        try:
+            value = int(text, 0) if kind is int else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {span}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {span}, got {text}")
+        return value
+
+    parse.__name__ = what.replace(" ", "_")
+    return parse
+
+
+seed_arg = number_arg(int, 0, MAX_SEED, "a seed")
+positive_int = number_arg(int, 1, None, "a positive integer")
+seconds_arg = number_arg(float, 0, None, "a number of seconds")
+port_arg = number_arg(int, 0, 65535, "a port")
 
 
 def players_arg(text: str) -> int:
@@ -40,17 +56,6 @@ def players_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"players must be 2, 3, 4 or 6, got {text!r}") from None
     if value not in (2, 3, 4, 6, 8):
         raise argparse.ArgumentTypeError(f"players must be 2, 3, 4 or 6 (8 as a variant), got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 

@@ -51,7 +51,7 @@ class TestDeal:
 
     def test_negative_seed(self) -> None:
         """A negative seed is refused."""
-        assert_one_line_error(gaigel("deal", "--seed=-1", "--players", "4"), "seed must be")
+        assert_one_line_error(gaigel("deal", "--seed=-1", "--players", "4"), "a seed in 0..18446744073709551615")
 
     def test_impossible_player_count(self) -> None:
         """Five players cannot be dealt whole draw rounds."""

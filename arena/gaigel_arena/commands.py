@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gaigel.cli import CliError, positive_int
+from gaigel.cli import CliError, number_arg, positive_int
+
+_bootstrap_arg = number_arg(int, 0, None, "a number of samples")
 
 __all__ = ["configure_logging", "register"]
 
@@ -104,16 +106,6 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {args.html}")
     return 0
-
-
-def _bootstrap_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of samples >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of samples >= 0, got {value}")
-    return value
 
 
 def register(subparsers: Any) -> None:

@@ -12,29 +12,18 @@ import sys
 import time
 from typing import Any
 
-from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ruleset_from_args, seed_arg
+from gaigel.cli import (
+    CliError,
+    add_ruleset_args,
+    players_arg,
+    port_arg,
+    positive_int,
+    ruleset_from_args,
+    seconds_arg,
+    seed_arg,
+)
 
 HOUSE_CHOICES = ("random", "first")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
-    return value
 
 
 CLOCK_DEFAULTS: dict[str, float] = {"decision_time": 2.0, "bank": 30.0, "strikes_limit": 3, "resume_grace": 20.0}
@@ -53,13 +42,13 @@ def _add_clock_args(p: argparse.ArgumentParser, *, server_defaults: bool = False
 
     p.add_argument(
         "--decision-time",
-        type=_seconds,
+        type=seconds_arg,
         default=default("decision_time"),
         help=f"seconds per decision before the bank is drawn on ({text('decision_time')})",
     )
     p.add_argument(
         "--bank",
-        type=_seconds,
+        type=seconds_arg,
         default=default("bank"),
         help=f"reserve seconds per seat for the whole match ({text('bank')})",
     )
@@ -71,7 +60,7 @@ def _add_clock_args(p: argparse.ArgumentParser, *, server_defaults: bool = False
     )
     p.add_argument(
         "--resume-grace",
-        type=_seconds,
+        type=seconds_arg,
         default=default("resume_grace"),
         help=f"seconds a disconnected seat may take to resume ({text('resume_grace')})",
     )
@@ -105,18 +94,18 @@ def register(sub: Any) -> None:
     p.add_argument("--tls-cert", metavar="PEM", help="TLS certificate chain (with --tls-key)")
     p.add_argument("--tls-key", metavar="PEM", help="TLS private key (with --tls-cert)")
     p.add_argument(
-        "--metrics-port", type=_port, default=9464, help="Prometheus metrics port, 0 = off (default %(default)s)"
+        "--metrics-port", type=port_arg, default=9464, help="Prometheus metrics port, 0 = off (default %(default)s)"
     )
     p.add_argument(
         "--metrics-address", default="127.0.0.1", help="address of the metrics endpoint (default %(default)s)"
     )
     p.add_argument("--records", metavar="DIR", help="write each match record as DIR/<match id>.json")
     p.add_argument(
-        "--grace", type=_seconds, default=10.0, help="seconds to shut down in on SIGTERM (default %(default)s)"
+        "--grace", type=seconds_arg, default=10.0, help="seconds to shut down in on SIGTERM (default %(default)s)"
     )
     p.add_argument(
         "--join-timeout",
-        type=_seconds,
+        type=seconds_arg,
         default=10.0,
         help="seconds a new stream has to send Join (default %(default)s)",
     )
@@ -174,7 +163,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--house", choices=HOUSE_CHOICES, default="random", help="house bot for the other seats (default %(default)s)"
     )
-    p.add_argument("--time-limit", type=_seconds, default=120.0, help="seconds for the whole try (default %(default)s)")
+    p.add_argument(
+        "--time-limit", type=seconds_arg, default=120.0, help="seconds for the whole try (default %(default)s)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_ruleset_args(p)
     _add_clock_args(p, server_defaults=True)
@@ -191,7 +182,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--bots", action="append", default=[], metavar="NAME=CMD", help="command of a non-house bot (repeatable)"
     )
-    p.add_argument("--time-limit", type=_seconds, default=300.0, help="seconds for the rematch (default %(default)s)")
+    p.add_argument(
+        "--time-limit", type=seconds_arg, default=300.0, help="seconds for the rematch (default %(default)s)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_rematch)
 
