@@ -396,7 +396,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         yield self._msg(hand_end=self.codec.hand_end(state, 0, self.hev.deciding_seat, self.rules))
         outcome = state.outcome()
         winners = list(outcome.winners) if outcome else []
-        yield self._msg(
+        match_end = self._msg(
             match_end=gm.MatchEnd(
                 match_id=self.match_id,
                 termination=cm.MATCH_TERMINATION_COMPLETED,
@@ -408,7 +408,9 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                 hands_played=1,
             )
         )
+        # "done" before the yield: a fast bot may exit on MatchEnd before this generator resumes.
         self.stage = "done"
+        yield match_end
         # The session ends here with OK, as after a Leave: wait briefly for the bot's last messages.
         end = time.monotonic() + 0.5
         while time.monotonic() < end:
@@ -467,6 +469,8 @@ def run_scripted(cmd: Sequence[str], results: Results, deadline: float, verbose:
     try:
         limit = time.monotonic() + 120.0
         while not script.finished.wait(0.1):
+            if script.stage == "done":
+                break  # MatchEnd is out; the bot may already be gone, taking the stream with it
             if script.streams == 0 and time.monotonic() > limit - 120.0 + JOIN_WAIT:
                 results.set("joins with the right protocol version", False, f"no stream opened within {JOIN_WAIT:g} s")
                 break
