@@ -203,50 +203,58 @@ class TestKill:
         expected = _results(baseline / "arena.sqlite")
         assert all(status == "done" for status, _ in expected.values())
 
-        killed = tmp_path / "killed"
         seed = int(os.environ.get("GAIGEL_KILL_SEED", time.time_ns() % 10**6))
         rng = random.Random(seed)
-        kills = finished = 0
-        for _ in range(80):
-            if kills >= 20:
-                break
-            err_path = tmp_path / f"run-{kills + finished}.err"
-            with err_path.open("wb") as err:
-                proc = subprocess.Popen([*gaigel, "--out", str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=err)
-            if kills % 2:  # any moment: start-up, journal creation, play, shutdown
-                time.sleep(rng.uniform(0.05, 0.8))
-            else:  # a moment while matches are being played, whatever the machine's load
-                _wait_for_progress(killed / "arena.sqlite", proc, timeout=30.0)
-                time.sleep(rng.uniform(0.0, 0.25))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
-            else:
+        kills = finished = rounds = replays = 0
+        # Rounds: on a fast machine one journal can fill up before 20 kills landed; then
+        # the next round starts a fresh output folder. Every round must end equal to the baseline.
+        while kills < 20:
+            assert rounds < 10, f"only {kills} kills landed in {rounds} rounds (kill seed {seed})"
+            killed = tmp_path / f"killed-{rounds}"
+            for _ in range(200):
+                err_path = tmp_path / f"run-{rounds}-{kills + finished}.err"
+                with err_path.open("wb") as err:
+                    proc = subprocess.Popen(
+                        [*gaigel, "--out", str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=err
+                    )
+                if kills % 2:  # any moment: start-up, journal creation, play, shutdown
+                    time.sleep(rng.uniform(0.05, 0.8))
+                else:  # a moment while matches are being played, whatever the machine's load
+                    _wait_for_progress(killed / "arena.sqlite", proc, timeout=30.0)
+                    time.sleep(rng.uniform(0.0, 0.25))
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    kills += 1
+                    continue
                 finished += 1
                 tail = err_path.read_text(errors="replace").splitlines()[-15:]
                 assert proc.returncode == 0, f"run exited with {proc.returncode} (kill seed {seed}):\n" + "\n".join(
                     tail
                 )
-            proc.wait()
-        assert kills >= 20, f"only {kills} kills landed (kill seed {seed})"
+                break  # a run that is not killed plays every pending match: this round is complete
+            time.sleep(0.3)  # workers die with their runner (PR_SET_PDEATHSIG)
+            assert _orphans(str(killed)) == [], "worker processes outlived a killed runner"
+            _run_to_end([*gaigel, "--out", str(killed)], env)  # a no-op run on a complete journal
+            replays += self._assert_same_as_baseline(killed, expected, seed)
+            rounds += 1
+        print(f"kill seed {seed}: {kills} kills in {rounds} rounds, {finished} runs finished, {replays} replays")
+        assert replays > 0, f"no kill landed while a match was running (kill seed {seed})"
 
-        time.sleep(0.3)  # workers die with their runner (PR_SET_PDEATHSIG)
-        assert _orphans(str(killed)) == [], "worker processes outlived a killed runner"
-
-        _run_to_end([*gaigel, "--out", str(killed)], env)
+    @staticmethod
+    def _assert_same_as_baseline(killed: Path, expected: dict[str, object], seed: int) -> int:
+        """Asserts the journal equals the baseline match for match; returns how many matches were replayed."""
         got = _results(killed / "arena.sqlite")
         assert got.keys() == expected.keys(), f"kill seed {seed}"
         for match_id, value in expected.items():
             assert got[match_id] == value, f"{match_id} differs (kill seed {seed})"
         with Journal.open_existing(killed / "arena.sqlite") as journal:
             rows = journal.rows()
-        replays = sum(row.attempts for row in rows) - len(rows)
-        print(f"kill seed {seed}: {kills} kills, {finished} runs finished early, {replays} matches replayed")
-        assert replays > 0, f"no kill landed while a match was running (kill seed {seed})"
         for row in rows:
             record = json.loads(Path(row.record_path or "").read_text())
             assert record["result"] == row.result
         assert not list((killed / "records").glob("*.tmp"))
+        return sum(row.attempts for row in rows) - len(rows)
 
 
 class TestVoidGames:
