@@ -119,6 +119,13 @@ def register(sub: Any) -> None:
         "--max-sessions", type=positive_int, default=64, help="sessions per bot token at once (default %(default)s)"
     )
     p.add_argument(
+        "--max-streams",
+        type=positive_int,
+        default=1024,
+        help="bot streams open at once, all bots together; more are refused with RESOURCE_EXHAUSTED "
+        "(default %(default)s)",
+    )
+    p.add_argument(
         "--watch-without-token",
         action="store_true",
         help="serve WatchMatch without the admin token (public information only)",
@@ -211,6 +218,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         join_timeout=args.join_timeout,
         max_sessions_per_bot=args.max_sessions,
+        max_streams=args.max_streams,
         clock=_clock(args),
         watch_without_token=args.watch_without_token,
     )

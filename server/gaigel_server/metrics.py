@@ -6,7 +6,7 @@ is created up front so it is exported as zero.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 DECISION_OUTCOMES = ("answered", "timeout_fallback", "house")
 FAULT_REASONS = (
@@ -56,6 +56,14 @@ class ServerMetrics:
         self.sessions = Counter(
             "gaigel_sessions_total", "Play streams opened, by result.", ["result"], registry=registry
         )
+        self.event_loop_tasks = Gauge(
+            "gaigel_event_loop_tasks",
+            "asyncio tasks alive on the server's event loop (steady under load; growth is a leak).",
+            registry=registry,
+        )
+        if registry is not REGISTRY:  # the default registry has its own process collector
+            # process_resident_memory_bytes, process_open_fds, process_cpu_seconds_total, ...
+            ProcessCollector(registry=registry)
         for o in DECISION_OUTCOMES:
             self.decisions.labels(o)
         for r in FAULT_REASONS:

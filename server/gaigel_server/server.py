@@ -47,6 +47,8 @@ class ServerConfig:
     max_message_bytes: int = 64 * 1024
     join_timeout: float = 10.0
     max_sessions_per_bot: int = 64
+    max_streams: int = 1024
+    """Bot streams open at once (all bots, Join pending included); more get RESOURCE_EXHAUSTED."""
     clock: Clock = dataclasses.field(default_factory=Clock)
     watch_without_token: bool = False
     registry: CollectorRegistry | None = None
@@ -77,6 +79,8 @@ class GaigelServer:
     async def start(self) -> None:
         """Starts serving (and the metrics endpoint, if configured)."""
         await self.grpc.start()
+        loop = asyncio.get_running_loop()
+        self.metrics.event_loop_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
         for name in (*SERVICE_NAMES, ""):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if self.config.metrics_port is not None:
@@ -120,7 +124,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         ("grpc.so_reuseport", 0),
     ]
     server = grpc.aio.server(options=options)
-    bots = BotServicer(lobby, registry, metrics, config.join_timeout, config.max_message_bytes)
+    bots = BotServicer(lobby, registry, metrics, config.join_timeout, config.max_message_bytes, config.max_streams)
     server.add_generic_rpc_handlers((bots.handler(),))
     match_service_pb2_grpc.add_MatchServiceServicer_to_server(
         MatchServicer(lobby, registry, metrics, config.admin_token, config.clock, config.watch_without_token), server

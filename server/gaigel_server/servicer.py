@@ -32,15 +32,30 @@ from gaigel_server.table import ENDED, RUNNING, WAITING, Clock, Lobby, ServiceEr
 
 _STATE_NAMES = {ms.MATCH_STATE_WAITING: WAITING, ms.MATCH_STATE_RUNNING: RUNNING, ms.MATCH_STATE_ENDED: ENDED}
 MAX_PAGE = 1000
+BACKLOG_HIGH = 256
+"""Messages queued for a stream above which the server stops reading that stream's requests.
+
+A bot that sends without reading (an Action flood earns one ActionRejected each) would
+otherwise make its queue grow without bound; pausing the reader lets HTTP/2 flow control
+push back on the bot instead.
+"""
 
 
 class BotServicer:
     """BotService.Play: Join or Resume, then Actions in and game messages out."""
 
     def __init__(
-        self, lobby: Lobby, registry: BotRegistry, metrics: ServerMetrics, join_timeout: float, max_message_bytes: int
+        self,
+        lobby: Lobby,
+        registry: BotRegistry,
+        metrics: ServerMetrics,
+        join_timeout: float,
+        max_message_bytes: int,
+        max_streams: int = 1024,
     ) -> None:
         self.lobby = lobby
+        self.max_streams = max_streams
+        self.open_streams = 0
         self.registry = registry
         self.metrics = metrics
         self.join_timeout = join_timeout
@@ -62,7 +77,22 @@ class BotServicer:
         await context.abort(code, message)
 
     async def Play(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        """One session stream."""
+        """One session stream, counted against the server-wide stream limit."""
+        if self.open_streams >= self.max_streams:
+            await self._reject(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"SERVER_FULL: {self.open_streams} bot streams are open, the limit of this server "
+                f"(gaigel serve --max-streams {self.max_streams}); retry later",
+            )
+            return
+        self.open_streams += 1
+        try:
+            await self._play(request_iterator, context)
+        finally:
+            self.open_streams -= 1
+
+    async def _play(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
         it = request_iterator.__aiter__()
         try:
             raw = await asyncio.wait_for(it.__anext__(), self.join_timeout)
@@ -147,6 +177,7 @@ class BotServicer:
                     log.info("session_aborted", code=item.code.name, detail=item.message)
                     await context.abort(item.code, item.message)
                 await context.write(item.message)
+                stream.wrote()
                 if item.sent is not None and not item.sent.done():
                     item.sent.set_result(time.monotonic())
         finally:
@@ -185,6 +216,7 @@ class BotServicer:
             async for raw in it:
                 if stream.closed:
                     return
+                await stream.writable(BACKLOG_HIGH)
                 try:
                     req = bs.PlayRequest.FromString(raw)
                 except DecodeError as e:

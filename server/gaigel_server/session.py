@@ -43,6 +43,18 @@ class Stream:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[Outgoing | Abort | None] = asyncio.Queue()
         self.closed = False
+        self._drained = asyncio.Event()
+
+    async def writable(self, high: int) -> None:
+        """Returns once fewer than *high* messages wait to be written (backpressure on the reader)."""
+        while self.queue.qsize() >= high and not self.closed:
+            self._drained.clear()
+            await self._drained.wait()
+
+    def wrote(self) -> None:
+        """Called by the writer after each message: wakes a reader paused by :meth:`writable`."""
+        if not self._drained.is_set():
+            self._drained.set()
 
 
 @dataclasses.dataclass

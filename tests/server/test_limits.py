@@ -1,0 +1,121 @@
+"""Server-wide limits: the stream cap, and backpressure on a bot that sends without reading."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from srvkit import ScriptedBot, run, running_server
+
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_server import servicer
+from gaigel_server.server import GaigelServer
+
+
+def test_stream_limit_refuses_with_resource_exhausted_and_frees_on_close() -> None:
+    """Streams waiting for Join count too; the refusal names the limit; a closed stream frees a place."""
+
+    async def scenario() -> None:
+        async with running_server(max_streams=3) as (_server, port):
+            joined = [ScriptedBot(port, "alpha"), ScriptedBot(port, "beta")]
+            for bot in joined:
+                await bot.open()
+                welcome = await bot.call.read()
+                assert welcome.WhichOneof("message") == "welcome"
+            silent = ScriptedBot(port, "gamma")  # opens a stream and never sends Join
+            silent.call = silent_call = _open_silent(silent)
+            await asyncio.sleep(0.2)
+
+            refused = ScriptedBot(port, "gamma")
+            await refused.run()
+            assert refused.status == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "SERVER_FULL" in refused.details and "--max-streams 3" in refused.details
+
+            silent_call.cancel()
+            await asyncio.sleep(0.2)
+            again = ScriptedBot(port, "gamma")
+            await again.open()
+            assert (await again.call.read()).WhichOneof("message") == "welcome"
+            for bot in [*joined, silent, refused, again]:
+                await bot.close()
+
+    run(scenario())
+
+
+def _open_silent(bot: ScriptedBot) -> grpc.aio.StreamStreamCall[bs.PlayRequest, bs.PlayResponse]:
+    from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc
+
+    call: grpc.aio.StreamStreamCall[bs.PlayRequest, bs.PlayResponse] = bs_grpc.BotServiceStub(bot.channel).Play()
+    return call
+
+
+async def _flood_without_reading(server: GaigelServer, port: int, actions: int) -> tuple[int, int, int]:
+    """Writes up to *actions* Actions without reading; returns (written, largest server queue, rejections read)."""
+    bot = ScriptedBot(port, "alpha")
+    # A hostile client keeps its receive window small (no BDP growth), so the server's
+    # writes stall after a few hundred messages, as they would for a bot that never reads.
+    await bot.channel.close()
+    bot.channel = grpc.aio.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 16 * 1024)]
+    )
+    await bot.open()
+    largest = 0
+
+    def sample() -> None:
+        nonlocal largest
+        for sessions in server.lobby.sessions.values():
+            for s in sessions:
+                if s.stream is not None:
+                    largest = max(largest, s.stream.queue.qsize())
+
+    written = 0
+    action = bs.PlayRequest(action=bs.Action(decision_id="no-such-decision", action_id=0))
+    for _ in range(actions):
+        try:
+            # A write that stalls means flow control pushes back: the server stopped reading.
+            await asyncio.wait_for(bot.call.write(action), 1.0)
+        except TimeoutError:
+            break
+        written += 1
+        if written % 100 == 0:
+            sample()
+            await asyncio.sleep(0)
+    sample()
+    rejections = 0
+    while rejections < written:
+        msg = await asyncio.wait_for(bot.call.read(), 10.0)
+        if msg.WhichOneof("message") == "action_rejected":
+            rejections += 1
+    bot.call.cancel()
+    await bot.close()
+    return written, largest, rejections
+
+
+def test_a_bot_that_never_reads_cannot_grow_the_servers_queue() -> None:
+    """An Action flood without reading: the queue stays at the high-water mark and nothing is lost."""
+
+    async def scenario() -> None:
+        async with running_server() as (server, port):
+            written, largest, rejections = await _flood_without_reading(server, port, 20_000)
+            assert largest <= servicer.BACKLOG_HIGH + 1, largest
+            assert rejections == written  # every Action read gets its ActionRejected, in the end
+            # The server still serves: a normal session joins at once.
+            bot = ScriptedBot(port, "beta")
+            await bot.open()
+            assert (await asyncio.wait_for(bot.call.read(), 5.0)).WhichOneof("message") == "welcome"
+            await bot.close()
+
+    run(scenario(), timeout=120)
+
+
+def test_control_without_backpressure_the_queue_grows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: with the high-water mark out of reach the queue grows far past it."""
+    monkeypatch.setattr(servicer, "BACKLOG_HIGH", 10**9)
+
+    async def scenario() -> None:
+        async with running_server() as (server, port):
+            _written, largest, _ = await _flood_without_reading(server, port, 20_000)
+            assert largest > 4 * 256, largest
+
+    run(scenario(), timeout=120)
