@@ -132,11 +132,15 @@ async def _echo_server(cycles: list[list[bytes]], ready: Any, stop: Any) -> None
     await server.stop(0.5)
 
 
-def _serve(kind: str, arg: Any, ready: Any, stop: Any) -> None:
-    if kind == "full":
+def _serve(kind: str, arg: Any, ready: Any, stop: Any, profile: str | None = None) -> None:
+    if kind != "full":
+        asyncio.run(_echo_server(arg, ready, stop))
+    elif profile is None:
         asyncio.run(_full_server(arg, ready, stop))
     else:
-        asyncio.run(_echo_server(arg, ready, stop))
+        import cProfile
+
+        cProfile.runctx("asyncio.run(_full_server(arg, ready, stop))", globals(), locals(), profile)
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -239,11 +243,14 @@ def _pct(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
-def measure(kind: str, streams: int, cycles: list[list[bytes]], warmup: float, seconds: float) -> dict[str, Any]:
+def measure(
+    kind: str, streams: int, cycles: list[list[bytes]], warmup: float, seconds: float, profile: str | None = None
+) -> dict[str, Any]:
     """One timed run of *kind* ("full" or "echo") with *streams* streams, in a fresh server process."""
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
-    proc = ctx.Process(target=_serve, args=(kind, streams if kind == "full" else cycles, ready, stop), daemon=True)
+    arg = streams if kind == "full" else cycles
+    proc = ctx.Process(target=_serve, args=(kind, arg, ready, stop, profile), daemon=True)
     proc.start()
     try:
         port = ready.get(timeout=60)
@@ -310,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default 4)")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per run (default 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run each full server under cProfile and write DIR/server-N.prof (timings are then not comparable)",
+    )
     args = parser.parse_args(argv)
     streams = [int(x) for x in args.streams.split(",") if x.strip()]
     command = "python bench/server.py " + shlex.join(sys.argv[1:] if argv is None else argv)
@@ -326,7 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for n in streams:
         echo = measure("echo", n, cycles, args.warmup, args.seconds)
-        full = measure("full", n, cycles, args.warmup, args.seconds)
+        profile = None
+        if args.profile:
+            Path(args.profile).mkdir(parents=True, exist_ok=True)
+            profile = str(Path(args.profile) / f"server-{n}.prof")
+        full = measure("full", n, cycles, args.warmup, args.seconds, profile)
         rows.append(
             {
                 "streams": n,

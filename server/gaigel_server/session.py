@@ -86,12 +86,16 @@ class BotSession:
 
     # --- sending ---------------------------------------------------------------------
 
-    def send(self, **message: object) -> asyncio.Future[float] | None:
-        """Numbers, buffers and (if a stream is attached) queues one message.
+    def send(self, **message: object) -> None:
+        """Numbers, buffers and (if a stream is attached) queues one message."""
+        self._send(message, None)
 
-        Returns a future resolved with the write time once the message is on the wire,
-        or None when no stream is attached.
-        """
+    def send_tracked(self, **message: object) -> asyncio.Future[float] | None:
+        """Like :meth:`send`, and returns a future resolved with the write time once the message
+        is on the wire (None when no stream is attached): a decision's clock starts then."""
+        return self._send(message, asyncio.get_running_loop())
+
+    def _send(self, message: dict[str, object], loop: asyncio.AbstractEventLoop | None) -> asyncio.Future[float] | None:
         self.sequence += 1
         # Serialized once here: the bytes are buffered for Resume and written as they are.
         data = bs.PlayResponse(sequence=self.sequence, **message).SerializeToString()  # type: ignore[arg-type]
@@ -100,7 +104,8 @@ class BotSession:
         self.buffer.append((self.sequence, data))
         if self.stream is None or self.stream.closed:
             return None
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        # Only a DecisionRequest needs its write time: no future for the other messages.
+        fut: asyncio.Future[float] | None = loop.create_future() if loop is not None else None
         self.stream.queue.put_nowait(Outgoing(data, fut))
         return fut
 

@@ -210,11 +210,10 @@ class Table:
 
     # --- sending ---------------------------------------------------------------------
 
-    def _send(self, seat: int, **message: Any) -> asyncio.Future[float] | None:
+    def _send(self, seat: int, **message: Any) -> None:
         sess = self.sessions[seat]
-        if sess is None or sess.table is not self:
-            return None
-        return sess.send(**message)
+        if sess is not None and sess.table is self:
+            sess.send(**message)
 
     def _publish(self, kind: str, msg: Any) -> None:
         if kind == "hand_start":
@@ -519,7 +518,7 @@ class Table:
         queued = time.monotonic()
         self.legal[seat] = legal
         self.open[seat] = did
-        sent = sess.send(decision_request=request)
+        sent = sess.send_tracked(decision_request=request)
         start = queued
         if sent is not None:
             with contextlib.suppress(TimeoutError):
