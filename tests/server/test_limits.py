@@ -6,9 +6,10 @@ import asyncio
 
 import grpc
 import pytest
-from srvkit import ScriptedBot, run, running_server
+from srvkit import Admin, ScriptedBot, run, running_server
 
 from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import common_pb2 as cm
 from gaigel_server import servicer
 from gaigel_server.server import GaigelServer
 
@@ -117,5 +118,29 @@ def test_control_without_backpressure_the_queue_grows(monkeypatch: pytest.Monkey
         async with running_server() as (server, port):
             _written, largest, _ = await _flood_without_reading(server, port, 20_000)
             assert largest > 4 * 256, largest
+
+    run(scenario(), timeout=120)
+
+
+def test_a_flood_does_not_stall_another_table() -> None:
+    """While one bot floods Actions without reading, a match on another table completes without a fault."""
+
+    async def scenario() -> None:
+        async with running_server() as (server, port):
+            admin = Admin(port)
+            flood = asyncio.create_task(_flood_without_reading(server, port, 40_000))
+            await asyncio.sleep(1.0)
+            good = ScriptedBot(port, "gamma")
+            playing = asyncio.create_task(good.run())
+            match = await admin.create(2, ["gamma", "house:random"], hands=2, seed=11)
+            await asyncio.wait_for(playing, 30)
+            assert not flood.done()  # the match was played during the flood
+            end = await admin.wait_ended(match.match_id)
+            assert end.termination == cm.MATCH_TERMINATION_COMPLETED
+            assert not (await admin.record(match.match_id))["faults"]  # no timeout fallback: nothing stalled
+            written, largest, rejections = await flood
+            assert largest <= servicer.BACKLOG_HIGH + 1 and rejections == written
+            await good.close()
+            await admin.close()
 
     run(scenario(), timeout=120)
