@@ -119,6 +119,13 @@ def register(sub: Any) -> None:
         "--max-sessions", type=positive_int, default=64, help="sessions per bot token at once (default %(default)s)"
     )
     p.add_argument(
+        "--keep-ended",
+        type=positive_int,
+        default=5000,
+        help="ended matches kept in memory for GetMatch, GetMatchRecord and WatchMatch; older ones are "
+        "forgotten (their records stay in --records) (default %(default)s)",
+    )
+    p.add_argument(
         "--max-streams",
         type=positive_int,
         default=1024,
@@ -219,6 +226,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         join_timeout=args.join_timeout,
         max_sessions_per_bot=args.max_sessions,
         max_streams=args.max_streams,
+        keep_ended=args.keep_ended,
         clock=_clock(args),
         watch_without_token=args.watch_without_token,
     )

@@ -48,6 +48,8 @@ class ServerConfig:
     join_timeout: float = 10.0
     max_sessions_per_bot: int = 64
     max_streams: int = 1024
+    keep_ended: int = 5000
+    """Ended matches kept in memory (about 17 KB each); the oldest beyond are forgotten."""
     """Bot streams open at once (all bots, Join pending included); more get RESOURCE_EXHAUSTED."""
     clock: Clock = dataclasses.field(default_factory=Clock)
     watch_without_token: bool = False
@@ -117,7 +119,12 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
     registry = BotRegistry(config.bots)
     for name in config.bots:
         metrics.bot(name)
-    lobby = Lobby(metrics, Path(config.records_dir) if config.records_dir else None, config.max_sessions_per_bot)
+    lobby = Lobby(
+        metrics,
+        Path(config.records_dir) if config.records_dir else None,
+        config.max_sessions_per_bot,
+        config.keep_ended,
+    )
     options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", 4 * 1024 * 1024),

@@ -290,7 +290,11 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
     async def _table(self, match_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> Table:
         table = self.lobby.tables.get(match_id)
         if table is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no match {match_id!r}")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no match {match_id!r} on this server (it keeps the last {self.lobby.keep_ended} ended matches; "
+                "records of older ones are in its --records directory)",
+            )
         assert table is not None
         return table
 
@@ -387,7 +391,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token is not one this server issued")
             raise
         wanted = _STATE_NAMES.get(request.state)
-        tables = [self.lobby.tables[m] for m in reversed(self.lobby.order)]
+        tables = list(reversed(self.lobby.tables.values()))
         tables = [
             t
             for t in tables
@@ -417,12 +421,12 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
     ) -> ms.GetMatchRecordResponse:
         await self._auth(context)
         table = await self._table(request.match_id, context)
-        if table.state != ENDED or table.record is None:
+        if table.state != ENDED or table.record_json is None:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"match {table.match_id} is {table.state}: its record (with the seed) is available once it has ended",
             )
-        return ms.GetMatchRecordResponse(match_id=table.match_id, record_json=json.dumps(table.record))
+        return ms.GetMatchRecordResponse(match_id=table.match_id, record_json=table.record_json)
 
     async def RegisterBot(
         self, request: ms.RegisterBotRequest, context: grpc.aio.ServicerContext[Any, Any]

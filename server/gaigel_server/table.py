@@ -14,9 +14,11 @@ import contextlib
 import dataclasses
 import functools
 import hmac
+import json
 import secrets
 import time
-from collections import Counter
+import zlib
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,7 +136,7 @@ class Table:
         self.start_time: timestamp_pb2.Timestamp | None = None
         self.end_time: timestamp_pb2.Timestamp | None = None
         self.score = MatchScore(spec)
-        self.record: dict[str, Any] | None = None
+        self._record_z: bytes | None = None  # the record as compressed JSON once the match has ended
         self.writer: RecordWriter | None = None
         self.task: asyncio.Task[None] | None = None
         self.cancel_termination = "cancelled"
@@ -155,6 +157,7 @@ class Table:
         self.hand_open = False
         self.tricks_cache: list[gm.Trick] = []  # completed tricks of the current hand, as sent in observations
         self.public: list[tuple[str, Any]] = []
+        self.public_packed = b""  # the public messages of an ended table, compressed by _compact
         self.hand_public_start = 0
         self.spectators: list[asyncio.Queue[tuple[str, Any] | None]] = []
         self.log = get_logger(match_id=match_id)
@@ -231,7 +234,7 @@ class Table:
         """A spectator queue: the match, then the public messages (all, or of the current hand)."""
         q: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         q.put_nowait(("match", self.to_proto(with_seed=False)))
-        for item in self.public[0 if from_start else self.hand_public_start :]:
+        for item in self._public_messages()[0 if from_start else self.hand_public_start :]:
             q.put_nowait(item)
         if self.state == ENDED:
             q.put_nowait(None)
@@ -598,7 +601,7 @@ class Table:
         record = writer.finish(self.score, termination, forfeit_sides=forfeit)
         if self.cancel_reason:
             record["cancel_reason"] = self.cancel_reason
-        self.record = record
+        self._record_z = zlib.compress(json.dumps(record).encode())
         self.state = ENDED
         self.end_time = _now_ts()
         self.lobby.write_record(self)
@@ -635,7 +638,48 @@ class Table:
             winners=winners,
             dashes=list(self.score.dashes),
         )
+        self._compact()
         self.lobby.release(self)
+
+    def _compact(self) -> None:
+        """Drops what only a running match needs and packs the public messages: the lobby keeps
+        ended tables for a long time (GetMatch, GetMatchRecord, WatchMatch)."""
+        self.state_ref = None
+        self.writer = None
+        self.house = {}
+        self.tricks_cache = []
+        self.legal = [[] for _ in self.legal]
+        packed = bytearray()
+        for kind, msg in self.public:
+            data = ms.WatchMatchResponse(**{kind: msg}).SerializeToString()
+            packed += len(data).to_bytes(4, "big") + data
+        self.public_packed = zlib.compress(packed)
+        self.public = []
+
+    def _public_messages(self) -> list[tuple[str, Any]]:
+        if not self.public_packed:
+            return self.public
+        out: list[tuple[str, Any]] = []
+        data, i = zlib.decompress(self.public_packed), 0
+        while i < len(data):
+            size = int.from_bytes(data[i : i + 4], "big")
+            resp = ms.WatchMatchResponse.FromString(data[i + 4 : i + 4 + size])
+            kind = resp.WhichOneof("message")
+            assert kind is not None
+            out.append((kind, getattr(resp, kind)))
+            i += 4 + size
+        return out
+
+    @property
+    def record_json(self) -> str | None:
+        """The match record (with the seed) as JSON once the match has ended, else None."""
+        return None if self._record_z is None else zlib.decompress(self._record_z).decode()
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        """The match record as a dict (a fresh copy) once the match has ended, else None."""
+        text = self.record_json
+        return None if text is None else json.loads(text)
 
     def end_waiting(self, termination: str) -> None:
         """Ends a match that never started (cancelled or aborted while waiting)."""
@@ -647,20 +691,23 @@ class Table:
 
 
 def _json(data: Any) -> str:
-    import json
-
     return json.dumps(data, sort_keys=True)
 
 
 class Lobby:
     """All tables and the pools of idle sessions per bot name."""
 
-    def __init__(self, metrics: ServerMetrics, records_dir: Path | None, max_sessions_per_bot: int) -> None:
+    def __init__(
+        self, metrics: ServerMetrics, records_dir: Path | None, max_sessions_per_bot: int, keep_ended: int = 5000
+    ) -> None:
         self.metrics = metrics
         self.records_dir = records_dir
         self.max_sessions_per_bot = max_sessions_per_bot
-        self.tables: dict[str, Table] = {}
-        self.order: list[str] = []
+        self.keep_ended = keep_ended
+        self.tables: dict[str, Table] = {}  # in creation order
+        self.waiting: dict[str, Table] = {}  # the tables try_start looks at, oldest first
+        self.ended: deque[str] = deque()  # ended tables still kept, oldest first
+        self.evicted = 0
         self.by_request: dict[str, str] = {}
         self.idle: dict[str, list[BotSession]] = {}
         self.sessions: dict[str, set[BotSession]] = {}
@@ -756,7 +803,7 @@ class Lobby:
     def add_table(self, table: Table) -> None:
         """Registers a new waiting table and starts it if its sessions are there."""
         self.tables[table.match_id] = table
-        self.order.append(table.match_id)
+        self.waiting[table.match_id] = table
         if table.request_id:
             self.by_request[table.request_id] = table.match_id
         self.try_start()
@@ -765,9 +812,9 @@ class Lobby:
         """Starts every waiting table (oldest first) whose remote seats all have idle sessions."""
         if self.closing:
             return
-        for mid in list(self.order):
-            table = self.tables[mid]
+        for table in list(self.waiting.values()):
             if table.state != WAITING:
+                self.waiting.pop(table.match_id, None)
                 continue
             remote = [s for s in range(table.spec.players) if s not in table.house]
             need = Counter(table.seat_bot(s) for s in remote)
@@ -779,6 +826,7 @@ class Lobby:
                 sess = next(x for x in pool if x.connected)
                 pool.remove(sess)
                 chosen[s] = sess
+            del self.waiting[table.match_id]
             table.start(chosen)
 
     def release(self, table: Table) -> None:
@@ -796,7 +844,20 @@ class Lobby:
                 self.drop(sess)
         for cb in self.on_end:
             cb(table)
+        self._retain(table)
         self.try_start()
+
+    def _retain(self, table: Table) -> None:
+        """Keeps *table* for GetMatch/GetMatchRecord/WatchMatch, forgetting the oldest ended table
+        beyond ``keep_ended``: a server that runs for days must not grow with every match."""
+        self.waiting.pop(table.match_id, None)
+        self.ended.append(table.match_id)
+        while len(self.ended) > self.keep_ended:
+            old = self.tables.pop(self.ended.popleft(), None)
+            if old is not None:
+                self.evicted += 1
+                if old.request_id and self.by_request.get(old.request_id) == old.match_id:
+                    del self.by_request[old.request_id]
 
     def write_record(self, table: Table) -> None:
         """Writes the record of *table* atomically to the records directory, if any."""

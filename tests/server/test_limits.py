@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import grpc
 import pytest
-from srvkit import Admin, ScriptedBot, run, running_server
+from srvkit import Admin, ScriptedBot, admin_md, run, running_server
 
+from gaigel.replay import replay
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
+from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import servicer
 from gaigel_server.server import GaigelServer
 
@@ -29,9 +32,12 @@ def test_stream_limit_refuses_with_resource_exhausted_and_frees_on_close() -> No
             await asyncio.sleep(0.2)
 
             refused = ScriptedBot(port, "gamma")
-            await refused.run()
-            assert refused.status == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert "SERVER_FULL" in refused.details and "--max-streams 3" in refused.details
+            # The server refuses before reading the Join, so the write itself may already fail.
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await refused.open()
+            assert await refused.call.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            details = await refused.call.details()
+            assert "SERVER_FULL" in details and "--max-streams 3" in details
 
             silent_call.cancel()
             await asyncio.sleep(0.2)
@@ -144,3 +150,43 @@ def test_a_flood_does_not_stall_another_table() -> None:
             await admin.close()
 
     run(scenario(), timeout=120)
+
+
+async def _watch(admin: Admin, match_id: str) -> list[ms.WatchMatchResponse]:
+    out = []
+    async for msg in admin.stub.WatchMatch(
+        ms.WatchMatchRequest(match_id=match_id, from_start=True), metadata=admin_md()
+    ):
+        out.append(msg)
+    return out
+
+
+def test_ended_matches_are_packed_and_only_the_last_ones_kept() -> None:
+    """A long-running server keeps --keep-ended ended matches; what it keeps still reads back whole."""
+
+    async def scenario() -> None:
+        async with running_server(keep_ended=3) as (server, port):
+            admin = Admin(port)
+            ids, live = [], []
+            for seed in range(5):
+                m = await admin.create(2, ["house:first", "house:random"], hands=2, seed=seed)
+                live.append(asyncio.create_task(_watch(admin, m.match_id)))  # attached before the first move
+                ids.append(m.match_id)
+                await admin.wait_ended(m.match_id)
+            listed = (await admin.stub.ListMatches(ms.ListMatchesRequest(), metadata=admin_md())).matches
+            assert [m.match_id for m in listed] == ids[:1:-1]  # newest first, the two oldest forgotten
+            for gone in ids[:2]:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await admin.get(gone)
+                assert err.value.code() == grpc.StatusCode.NOT_FOUND
+                assert "keeps the last 3 ended matches" in (err.value.details() or "")
+            for match_id, watcher in zip(ids[2:], live[2:], strict=True):
+                record = await admin.record(match_id)
+                assert replay(record).ok and record["seed"] in range(5)
+                seen_live = [m.SerializeToString() for m in await watcher]
+                seen_after = [m.SerializeToString() for m in await _watch(admin, match_id)]
+                assert len(seen_after) > 10 and seen_after[1:] == seen_live[1:]  # [0] is the Match, now ended
+            assert server.lobby.evicted == 2 and len(server.lobby.tables) == 3
+            await admin.close()
+
+    run(scenario())
