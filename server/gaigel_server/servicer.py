@@ -305,7 +305,9 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         if self.lobby.closing:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
         if request.request_id and request.request_id in self.lobby.by_request:
-            return ms.CreateMatchResponse(match=self.lobby.tables[self.lobby.by_request[request.request_id]].to_proto())
+            return ms.CreateMatchResponse(
+                match=self.lobby.tables[self.lobby.by_request[request.request_id]].to_proto(admin=True)
+            )
         try:
             table = self.build_table(request)
         except ValueError as e:
@@ -313,7 +315,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
             raise
         self.lobby.add_table(table)
         self.log.info("match_created", match_id=table.match_id, players=table.spec.players, bots=list(table.spec.bots))
-        return ms.CreateMatchResponse(match=table.to_proto())
+        return ms.CreateMatchResponse(match=table.to_proto(admin=True))
 
     def build_table(self, request: ms.CreateMatchRequest) -> Table:
         """A new waiting table for *request*.
@@ -372,13 +374,15 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
             raise ValueError(f"first_dealer_seat must be a seat 0..{n - 1} (or absent), got {first_dealer}")
         spec = MatchSpec(ruleset=rules, seed=seed, hands=request.hands, bots=tuple(bots), first_dealer=first_dealer)
         clock = self.default_clock.merged(request.clock if request.HasField("clock") else None)
-        return Table(self.lobby, secrets.token_hex(8), spec, clock, name, house, request.request_id)
+        table = Table(self.lobby, secrets.token_hex(8), spec, clock, name, house, request.request_id)
+        table.withhold_seed = request.withhold_seed
+        return table
 
     async def GetMatch(
         self, request: ms.GetMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ms.GetMatchResponse:
         await self._auth(context)
-        return ms.GetMatchResponse(match=(await self._table(request.match_id, context)).to_proto())
+        return ms.GetMatchResponse(match=(await self._table(request.match_id, context)).to_proto(admin=True))
 
     async def ListMatches(
         self, request: ms.ListMatchesRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -399,7 +403,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         ]
         page = tables[offset : offset + size]
         token = str(offset + size) if offset + size < len(tables) else ""
-        return ms.ListMatchesResponse(matches=[t.to_proto() for t in page], next_page_token=token)
+        return ms.ListMatchesResponse(matches=[t.to_proto(admin=True) for t in page], next_page_token=token)
 
     async def CancelMatch(
         self, request: ms.CancelMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -414,7 +418,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         if table.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(table.task)
-        return ms.CancelMatchResponse(match=table.to_proto())
+        return ms.CancelMatchResponse(match=table.to_proto(admin=True))
 
     async def GetMatchRecord(
         self, request: ms.GetMatchRecordRequest, context: grpc.aio.ServicerContext[Any, Any]

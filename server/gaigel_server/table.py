@@ -125,6 +125,7 @@ class Table:
         self.clock = clock
         self.preset = preset
         self.request_id = request_id
+        self.withhold_seed = False  # never reveal the seed to bots and spectators (CreateMatch)
         self.house = house
         n = spec.players
         self.sessions: list[BotSession | None] = [None] * n
@@ -172,8 +173,9 @@ class Table:
         """The bot name of *seat*."""
         return self.spec.bots[seat]
 
-    def to_proto(self, with_seed: bool = True) -> ms.Match:
-        """The Match message (the seed only when *with_seed* or once the match has ended)."""
+    def to_proto(self, admin: bool) -> ms.Match:
+        """The Match message. The seed reveals every hidden card: only once the match has ended,
+        and with ``withhold_seed`` only to the *admin* (who may replay the same seed)."""
         rules = self.rules
         out = ms.Match(
             match_id=self.match_id,
@@ -193,7 +195,7 @@ class Table:
             for s in rules.seats_of(x):
                 side.seats.add(seat=s, bot_name=self.spec.bots[s], bot_version=self.versions[s])
         out.sides_standing.extend(codec.side_results(self.score.hands_won, self.score.dashes))
-        if with_seed or self.state == ENDED:
+        if self.state == ENDED and (admin or not self.withhold_seed):
             out.seed = self.spec.seed
         if self.state == ENDED:
             out.termination = codec.MATCH_TERMINATION[self.termination]
@@ -233,7 +235,7 @@ class Table:
     def watch(self, from_start: bool) -> asyncio.Queue[tuple[str, Any] | None]:
         """A spectator queue: the match, then the public messages (all, or of the current hand)."""
         q: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
-        q.put_nowait(("match", self.to_proto(with_seed=False)))
+        q.put_nowait(("match", self.to_proto(admin=False)))
         for item in self._public_messages()[0 if from_start else self.hand_public_start :]:
             q.put_nowait(item)
         if self.state == ENDED:
@@ -410,7 +412,7 @@ class Table:
         assert writer is not None
         for seat, bot in self.house.items():
             bot.start_match(spec, seat)
-        sides = self.to_proto().sides
+        sides = self.to_proto(admin=False).sides
         for seat in range(spec.players):
             self._send(
                 seat,
@@ -612,8 +614,11 @@ class Table:
             winner_sides=winners,
             sides=codec.side_results(self.score.hands_won, self.score.dashes),
             hands_played=self.score.hands_played,
-            seed=self.spec.seed,
         )
+        if self.withhold_seed:
+            base.seed_withheld = True
+        else:
+            base.seed = self.spec.seed
         if forfeit:
             base.forfeiting_side = forfeit[0]
         for seat in range(self.spec.players):

@@ -1991,10 +1991,13 @@ type MatchEnd struct {
 	// The side that forfeited, absent unless termination is FORFEIT.
 	ForfeitingSide *int32 `protobuf:"varint,6,opt,name=forfeiting_side,json=forfeitingSide,proto3,oneof" json:"forfeiting_side,omitempty"`
 	// The match seed, revealed now that no card is hidden any more; with it and DEALS.md
-	// every deal of the match can be recomputed.
+	// every deal of the match can be recomputed. 0 when seed_withheld is set.
 	Seed uint64 `protobuf:"varint,7,opt,name=seed,proto3" json:"seed,omitempty"`
 	// The faults charged to the receiving bot's seat; for spectators, every seat's faults.
-	Faults        []*Fault `protobuf:"bytes,8,rep,name=faults,proto3" json:"faults,omitempty"`
+	Faults []*Fault `protobuf:"bytes,8,rep,name=faults,proto3" json:"faults,omitempty"`
+	// True when the match was created with CreateMatchRequest.withhold_seed: the seed is
+	// not sent, because the same seed is played again (an arena's duplicate sets).
+	SeedWithheld  bool `protobuf:"varint,9,opt,name=seed_withheld,json=seedWithheld,proto3" json:"seed_withheld,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2083,6 +2086,13 @@ func (x *MatchEnd) GetFaults() []*Fault {
 		return x.Faults
 	}
 	return nil
+}
+
+func (x *MatchEnd) GetSeedWithheld() bool {
+	if x != nil {
+		return x.SeedWithheld
+	}
+	return false
 }
 
 var File_gaigel_v1_game_proto protoreflect.FileDescriptor
@@ -2269,7 +2279,7 @@ const file_gaigel_v1_game_proto_rawDesc = "" +
 	"\x0fSideMatchResult\x12\x12\n" +
 	"\x04side\x18\x01 \x01(\x05R\x04side\x12\x1b\n" +
 	"\thands_won\x18\x02 \x01(\x05R\bhandsWon\x12\x16\n" +
-	"\x06dashes\x18\x03 \x01(\x05R\x06dashes\"\xdc\x02\n" +
+	"\x06dashes\x18\x03 \x01(\x05R\x06dashes\"\x81\x03\n" +
 	"\bMatchEnd\x12\x19\n" +
 	"\bmatch_id\x18\x01 \x01(\tR\amatchId\x12=\n" +
 	"\vtermination\x18\x02 \x01(\x0e2\x1b.gaigel.v1.MatchTerminationR\vtermination\x12!\n" +
@@ -2278,7 +2288,8 @@ const file_gaigel_v1_game_proto_rawDesc = "" +
 	"\fhands_played\x18\x05 \x01(\x05R\vhandsPlayed\x12,\n" +
 	"\x0fforfeiting_side\x18\x06 \x01(\x05H\x00R\x0eforfeitingSide\x88\x01\x01\x12\x12\n" +
 	"\x04seed\x18\a \x01(\x04R\x04seed\x12(\n" +
-	"\x06faults\x18\b \x03(\v2\x10.gaigel.v1.FaultR\x06faultsB\x12\n" +
+	"\x06faults\x18\b \x03(\v2\x10.gaigel.v1.FaultR\x06faults\x12#\n" +
+	"\rseed_withheld\x18\t \x01(\bR\fseedWithheldB\x12\n" +
 	"\x10_forfeiting_side*\xad\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x11\n" +

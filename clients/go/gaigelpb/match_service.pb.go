@@ -106,7 +106,8 @@ type Match struct {
 	Hands int32 `protobuf:"varint,7,opt,name=hands,proto3" json:"hands,omitempty"`
 	// The dealer of hand 0.
 	FirstDealerSeat int32 `protobuf:"varint,8,opt,name=first_dealer_seat,json=firstDealerSeat,proto3" json:"first_dealer_seat,omitempty"`
-	// The match seed; absent in WatchMatch until the match has ended.
+	// The match seed; absent until the match has ended, and in WatchMatch and the bots'
+	// MatchEnd absent for good when the match was created with withhold_seed.
 	Seed *uint64 `protobuf:"varint,9,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	// The clocks and the strikes limit.
 	Clock *ClockSettings `protobuf:"bytes,10,opt,name=clock,proto3" json:"clock,omitempty"`
@@ -315,7 +316,12 @@ type CreateMatchRequest struct {
 	Clock *ClockSettings `protobuf:"bytes,9,opt,name=clock,proto3" json:"clock,omitempty"`
 	// Optional. A client-chosen idempotency key: if a match with this request_id exists,
 	// it is returned and no second match is created.
-	RequestId     string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Optional. Never reveal the seed to the bots (MatchEnd) or to WatchMatch, also after
+	// the end; GetMatch and GetMatchRecord still give it to the admin. Set it when the same
+	// seed is played again (an arena's duplicate sets): a seed seen at the end of one
+	// seating would reveal every hidden card of the next.
+	WithholdSeed  bool `protobuf:"varint,11,opt,name=withhold_seed,json=withholdSeed,proto3" json:"withhold_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,6 +424,13 @@ func (x *CreateMatchRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *CreateMatchRequest) GetWithholdSeed() bool {
+	if x != nil {
+		return x.WithholdSeed
+	}
+	return false
 }
 
 // Response of MatchService.CreateMatch.
@@ -1232,7 +1245,7 @@ const file_gaigel_v1_match_service_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\aendTimeB\a\n" +
-	"\x05_seed\"\x93\x03\n" +
+	"\x05_seed\"\xb8\x03\n" +
 	"\x12CreateMatchRequest\x12\x18\n" +
 	"\aplayers\x18\x01 \x01(\x05R\aplayers\x12\x1b\n" +
 	"\tseat_bots\x18\x02 \x03(\tR\bseatBots\x12\x1b\n" +
@@ -1245,7 +1258,8 @@ const file_gaigel_v1_match_service_proto_rawDesc = "" +
 	"\x05clock\x18\t \x01(\v2\x18.gaigel.v1.ClockSettingsR\x05clock\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\n" +
-	" \x01(\tR\trequestIdB\a\n" +
+	" \x01(\tR\trequestId\x12#\n" +
+	"\rwithhold_seed\x18\v \x01(\bR\fwithholdSeedB\a\n" +
 	"\x05_seedB\x14\n" +
 	"\x12_first_dealer_seat\"=\n" +
 	"\x13CreateMatchResponse\x12&\n" +

@@ -1015,6 +1015,7 @@ class MatchEnd(_message.Message):
     FORFEITING_SIDE_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
     FAULTS_FIELD_NUMBER: _builtins.int
+    SEED_WITHHELD_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     """The match id."""
     termination: _common_pb2.MatchTermination.ValueType
@@ -1025,7 +1026,11 @@ class MatchEnd(_message.Message):
     """The side that forfeited, absent unless termination is FORFEIT."""
     seed: _builtins.int
     """The match seed, revealed now that no card is hidden any more; with it and DEALS.md
-    every deal of the match can be recomputed.
+    every deal of the match can be recomputed. 0 when seed_withheld is set.
+    """
+    seed_withheld: _builtins.bool
+    """True when the match was created with CreateMatchRequest.withhold_seed: the seed is
+    not sent, because the same seed is played again (an arena's duplicate sets).
     """
     @_builtins.property
     def winner_sides(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -1052,10 +1057,11 @@ class MatchEnd(_message.Message):
         forfeiting_side: _builtins.int | None = ...,
         seed: _builtins.int = ...,
         faults: _abc.Iterable[_common_pb2.Fault] | None = ...,
+        seed_withheld: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_forfeiting_side", b"_forfeiting_side", "forfeiting_side", b"forfeiting_side"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_forfeiting_side", b"_forfeiting_side", "faults", b"faults", "forfeiting_side", b"forfeiting_side", "hands_played", b"hands_played", "match_id", b"match_id", "seed", b"seed", "sides", b"sides", "termination", b"termination", "winner_sides", b"winner_sides"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_forfeiting_side", b"_forfeiting_side", "faults", b"faults", "forfeiting_side", b"forfeiting_side", "hands_played", b"hands_played", "match_id", b"match_id", "seed", b"seed", "seed_withheld", b"seed_withheld", "sides", b"sides", "termination", b"termination", "winner_sides", b"winner_sides"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__forfeiting_side: _TypeAlias = _typing.Literal["forfeiting_side"]  # noqa: Y015
     _WhichOneofArgType__forfeiting_side: _TypeAlias = _typing.Literal["_forfeiting_side", b"_forfeiting_side"]  # noqa: Y015

@@ -97,7 +97,9 @@ class Match(_message.Message):
     first_dealer_seat: _builtins.int
     """The dealer of hand 0."""
     seed: _builtins.int
-    """The match seed; absent in WatchMatch until the match has ended."""
+    """The match seed; absent until the match has ended, and in WatchMatch and the bots'
+    MatchEnd absent for good when the match was created with withhold_seed.
+    """
     hands_played: _builtins.int
     """Hands finished so far."""
     termination: _common_pb2.MatchTermination.ValueType
@@ -180,6 +182,7 @@ class CreateMatchRequest(_message.Message):
     FIRST_DEALER_SEAT_FIELD_NUMBER: _builtins.int
     CLOCK_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    WITHHOLD_SEED_FIELD_NUMBER: _builtins.int
     players: _builtins.int
     """Required. The number of players: 2, 3, 4 or 6 (8 as a variant)."""
     hands: _builtins.int
@@ -201,6 +204,12 @@ class CreateMatchRequest(_message.Message):
     request_id: _builtins.str
     """Optional. A client-chosen idempotency key: if a match with this request_id exists,
     it is returned and no second match is created.
+    """
+    withhold_seed: _builtins.bool
+    """Optional. Never reveal the seed to the bots (MatchEnd) or to WatchMatch, also after
+    the end; GetMatch and GetMatchRecord still give it to the admin. Set it when the same
+    seed is played again (an arena's duplicate sets): a seed seen at the end of one
+    seating would reveal every hidden card of the next.
     """
     @_builtins.property
     def seat_bots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -231,10 +240,11 @@ class CreateMatchRequest(_message.Message):
         first_dealer_seat: _builtins.int | None = ...,
         clock: _common_pb2.ClockSettings | None = ...,
         request_id: _builtins.str = ...,
+        withhold_seed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat", "_seed", b"_seed", "clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "seed", b"seed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat", "_seed", b"_seed", "clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "hands", b"hands", "players", b"players", "request_id", b"request_id", "ruleset_overrides_json", b"ruleset_overrides_json", "ruleset_preset", b"ruleset_preset", "seat_bots", b"seat_bots", "seed", b"seed", "side_bots", b"side_bots"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat", "_seed", b"_seed", "clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "hands", b"hands", "players", b"players", "request_id", b"request_id", "ruleset_overrides_json", b"ruleset_overrides_json", "ruleset_preset", b"ruleset_preset", "seat_bots", b"seat_bots", "seed", b"seed", "side_bots", b"side_bots", "withhold_seed", b"withhold_seed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__first_dealer_seat: _TypeAlias = _typing.Literal["first_dealer_seat"]  # noqa: Y015
     _WhichOneofArgType__first_dealer_seat: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat"]  # noqa: Y015
