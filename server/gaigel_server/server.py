@@ -16,7 +16,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
-from gaigel_api.v1 import bot_service_pb2, match_service_pb2, match_service_pb2_grpc
+from gaigel_api.v1 import bot_service_pb2, match_service_pb2
 from gaigel_server.auth import BotRegistry, new_token
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
@@ -133,9 +133,8 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
     server = grpc.aio.server(options=options)
     bots = BotServicer(lobby, registry, metrics, config.join_timeout, config.max_message_bytes, config.max_streams)
     server.add_generic_rpc_handlers((bots.handler(),))
-    match_service_pb2_grpc.add_MatchServiceServicer_to_server(
-        MatchServicer(lobby, registry, metrics, config.admin_token, config.clock, config.watch_without_token), server
-    )
+    matches = MatchServicer(lobby, registry, metrics, config.admin_token, config.clock, config.watch_without_token)
+    server.add_generic_rpc_handlers((matches.handler(),))
     out = GaigelServer(server, lobby, metrics, config, registry)
     health_pb2_grpc.add_HealthServicer_to_server(out.health, server)
     reflection.enable_server_reflection(

@@ -258,6 +258,35 @@ class BotServicer:
                     return
 
 
+def _serialize(message: Any) -> bytes:
+    return message.SerializeToString()  # type: ignore[no-any-return]
+
+
+async def _decode(raw: bytes, request_type: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    try:
+        return request_type.FromString(raw)
+    except DecodeError as e:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"MALFORMED_MESSAGE: the request is not a valid {request_type.DESCRIPTOR.full_name} ({e})",
+        )
+
+
+def _decoding_unary(impl: Any, request_type: Any) -> Any:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return await impl(await _decode(raw, request_type, context), context)
+
+    return call
+
+
+def _decoding_stream(impl: Any, request_type: Any) -> Any:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        async for item in impl(await _decode(raw, request_type, context), context):
+            yield item
+
+    return call
+
+
 class MatchServicer(ms_grpc.MatchServiceServicer):
     """MatchService: admin-token checks and translation of requests to the lobby."""
 
@@ -277,6 +306,27 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self.default_clock = default_clock
         self.watch_without_token = watch_without_token
         self.log = get_logger()
+
+    def handler(self) -> grpc.GenericRpcHandler[Any, Any]:
+        """The handler of gaigel.v1.MatchService, decoding requests itself (raw bytes in).
+
+        grpc's own deserializer turns a body that is not the request message into UNKNOWN;
+        here it is INVALID_ARGUMENT with a message, like a malformed Play message.
+        """
+        service = ms.DESCRIPTOR.services_by_name["MatchService"]
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+        for method in service.methods:
+            request_type = getattr(ms, method.input_type.name)
+            impl = getattr(self, method.name)
+            if method.server_streaming:
+                handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                    _decoding_stream(impl, request_type), response_serializer=_serialize
+                )
+            else:
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                    _decoding_unary(impl, request_type), response_serializer=_serialize
+                )
+        return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
     async def _auth(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         token = bearer_token(context.invocation_metadata())
@@ -313,6 +363,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             raise
+        table.to_proto(admin=True)  # whatever cannot be encoded fails here, before the table is listed
         self.lobby.add_table(table)
         self.log.info("match_created", match_id=table.match_id, players=table.spec.players, bots=list(table.spec.bots))
         return ms.CreateMatchResponse(match=table.to_proto(admin=True))
@@ -336,6 +387,8 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
             rules = Ruleset.from_dict(overrides, base=preset(name, n))
         except json.JSONDecodeError as e:
             raise ValueError(f"ruleset_overrides_json is not valid JSON: {e.msg}") from None
+        except RecursionError:
+            raise ValueError("ruleset_overrides_json is nested too deeply (options are a flat object)") from None
         except RulesetError as e:
             raise ValueError(f"ruleset_overrides_json: {e}") from None
         if bool(request.seat_bots) == bool(request.side_bots):

@@ -52,6 +52,10 @@ class ServiceError(Exception):
         self.message = message
 
 
+MAX_CLOCK_SECONDS = 7 * 24 * 3600
+"""The longest decision time, bank or resume grace a match may set (and timers can hold)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Clock:
     """Clocks and limits of one match (DESIGN.md, Policies)."""
@@ -79,8 +83,8 @@ class Clock:
             if msg.HasField(name):
                 d = getattr(msg, name)
                 value = d.seconds + d.nanos / 1e9
-                if value < 0:
-                    raise ValueError(f"clock.{name} must not be negative")
+                if not 0 <= value <= MAX_CLOCK_SECONDS:
+                    raise ValueError(f"clock.{name} must be 0 to {MAX_CLOCK_SECONDS} s (one week), got {value:g} s")
                 changes[name] = value
         if msg.HasField("strikes_limit"):
             if msg.strikes_limit < 0:
