@@ -56,6 +56,11 @@ class ServerMetrics:
         self.sessions = Counter(
             "gaigel_sessions_total", "Play streams opened, by result.", ["result"], registry=registry
         )
+        self.admin_refused = Counter(
+            "gaigel_admin_refused_total",
+            "MatchService calls refused for a missing or wrong admin token (token guessing shows here).",
+            registry=registry,
+        )
         self.event_loop_tasks = Gauge(
             "gaigel_event_loop_tasks",
             "asyncio tasks alive on the server's event loop (steady under load; growth is a leak).",

@@ -331,6 +331,8 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
     async def _auth(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         token = bearer_token(context.invocation_metadata())
         if not token or not tokens_equal(token, self.admin_token):
+            self.metrics.admin_refused.inc()
+            self.log.warning("admin_call_refused", peer=context.peer(), token_given=bool(token))
             await context.abort(
                 grpc.StatusCode.UNAUTHENTICATED,
                 "MatchService needs the admin token as metadata 'authorization: Bearer <admin token>'"

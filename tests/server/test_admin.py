@@ -24,7 +24,7 @@ class TestMatchService:
         """Without the token, or with a wrong or a bot token, every RPC fails UNAUTHENTICATED."""
 
         async def scenario() -> None:
-            async with running_server() as (_s, port):
+            async with running_server() as (server, port):
                 admin = Admin(port)
                 for md in [(), admin_md("wrong"), admin_md("alpha-token-123")]:
                     try:
@@ -38,6 +38,8 @@ class TestMatchService:
                         pass
                 except grpc.aio.AioRpcError as e:
                     assert e.code() == grpc.StatusCode.UNAUTHENTICATED
+                # Refusals are counted, so token guessing shows on the dashboard.
+                assert server.metrics.registry.get_sample_value("gaigel_admin_refused_total") == 4
                 await admin.close()
 
         run(scenario())
