@@ -82,7 +82,8 @@ class BotSession:
         self.leaving = False
         self.closed = False
         self.disconnected_at: float | None = None
-        self.issued: set[str] = set()
+        self.issued: set[str] = set()  # decision ids of the current match
+        self.earlier: set[str] = set()  # decision ids of the session's previous match
 
     # --- sending ---------------------------------------------------------------------
 

@@ -315,6 +315,21 @@ class Table:
             # again: an identical repeat of an accepted answer is a no-op, not a strike.
             self.log.debug("repeated_answer_ignored", seat=seat, decision_id=answer.decision_id)
             return
+        elif answer.decision_id in sess.earlier:
+            # An answer that was in flight when the session's previous match ended: that match is
+            # over and this one has nothing to do with it. Rejected, without a fault or strike.
+            sess.send(
+                action_rejected=bs.ActionRejected(
+                    decision_id=answer.decision_id,
+                    action_id=answer.action_id,
+                    reason=bs.REJECT_REASON_STALE_DECISION,
+                    message=f"decision {answer.decision_id} belongs to a match that has ended",
+                    decision_open=self.open[seat] is not None,
+                    strikes=self.strikes[seat],
+                    strikes_limit=self.clock.strikes_limit,
+                )
+            )
+            return
         elif answer.decision_id in sess.issued:
             reason, code = bs.REJECT_REASON_STALE_DECISION, "STALE_DECISION"
             message = f"decision {answer.decision_id} is closed (already answered, or decided by a timeout fallback)"
@@ -400,6 +415,7 @@ class Table:
             self.sessions[seat] = sess
             sess.table, sess.seat = self, seat
             sess.resume_token = self.resume_tokens[seat]
+            sess.earlier = sess.issued  # answers to these may still be in flight: not this match's faults
             sess.issued = set()  # decision ids of this match only
             self.versions[seat] = sess.bot_version
         self.state = RUNNING
@@ -552,6 +568,10 @@ class Table:
                         item = None
             if isinstance(item, str):
                 continue
+            if item is not None and item.decision_id != did:
+                continue  # an answer to another decision left in the inbox: never applied to this one
+            if item is None:
+                item = self._take_answer(did)  # accepted while the timeout fired: it counts, not the fallback
             flags: list[str] = []
             if self.strikes[seat] > strikes_before:
                 flags.append("REJECTED_ANSWERS")
@@ -589,6 +609,20 @@ class Table:
                 seconds=round(used, 6),
             )
             return item.action_id, used, tuple(flags)
+
+    def _take_answer(self, did: str) -> Answer | None:
+        """The accepted answer to *did* still in the inbox, if any; other answers there are dropped."""
+        found: Answer | None = None
+        keep: list[str] = []
+        while not self.inbox.empty():
+            x = self.inbox.get_nowait()
+            if isinstance(x, str):
+                keep.append(x)
+            elif x.decision_id == did:
+                found = x
+        for x in keep:
+            self.inbox.put_nowait(x)
+        return found
 
     def _finish(self, termination: str) -> None:
         writer = self.writer

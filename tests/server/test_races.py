@@ -1,0 +1,89 @@
+"""Answers that race with a deadline or with the end of a match (found by the soak run).
+
+* An answer accepted in the same loop turn as its decision's timeout stayed in the table's
+  inbox, and the next decision of any seat took it: a seat played another seat's card and
+  the record stopped replaying.
+* An answer in flight when a match ended was charged as a strike in the session's next match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+
+from srvkit import FAST, Admin, ScriptedBot, run, running_server
+
+from gaigel.replay import replay
+from gaigel_api.v1 import bot_service_pb2 as bs
+
+
+def test_answers_at_the_deadline_never_reach_another_decision() -> None:
+    """Both bots answer within a few ms of a 50 ms deadline (and then hold the loop a little,
+    so answers and timeouts land in the same turn): every record still replays hash for hash."""
+    clock = dataclasses.replace(FAST, decision_time=0.05, bank=0.0, strikes_limit=1000)
+
+    async def scenario() -> list[str]:
+        problems: list[str] = []
+        async with running_server(clock=clock) as (_server, port):
+            admin = Admin(port)
+            rng = random.Random(1)
+
+            async def near_deadline(bot: ScriptedBot, req: bs.DecisionRequest) -> None:
+                await asyncio.sleep(0.05 + rng.uniform(-0.004, 0.002))
+                await bot.act(req.decision_id, req.legal_actions[-1].id)
+                time.sleep(rng.uniform(0, 0.004))  # blocks the shared loop: the timeout fires late
+
+            for i in range(12):
+                match = await admin.create(2, ["alpha", "beta"], hands=1, seed=i)
+                a = ScriptedBot(port, "alpha", policy=near_deadline, seed=i)
+                b = ScriptedBot(port, "beta", policy=near_deadline, seed=i + 1000)
+                await asyncio.gather(a.run(), b.run())
+                record = await admin.record(match.match_id)
+                result = replay(record)
+                if not result.ok:
+                    problems.append(f"seed {i}: {result.mismatch}")
+                answered = {a.decisions, b.decisions}
+                assert answered and max(answered) > 0
+                await a.close()
+                await b.close()
+            await admin.close()
+        return problems
+
+    assert run(scenario(), timeout=300) == []
+
+
+def test_an_answer_in_flight_at_the_end_of_a_match_is_not_a_fault_in_the_next() -> None:
+    """Strikes limit 0: an illegal answer forfeits match 1 while the bot's corrected answer is on
+    its way; match 2 of the same session starts clean and stays clean."""
+
+    async def scenario() -> tuple[dict[str, object], dict[str, object], ScriptedBot]:
+        async with running_server() as (_server, port):
+            admin = Admin(port)
+            strict = dataclasses.replace(FAST, strikes_limit=0)
+            m1 = await admin.create(2, ["alpha", "house:first"], hands=1, seed=1, clock=strict)
+            m2 = await admin.create(2, ["alpha", "house:first"], hands=1, seed=2)  # waits for alpha
+            first = True
+
+            async def policy(bot: ScriptedBot, req: bs.DecisionRequest) -> None:
+                nonlocal first
+                if first:
+                    first = False
+                    await bot.act(req.decision_id, 999)  # one strike over the limit: forfeit
+                await bot.act(req.decision_id, req.legal_actions[0].id)
+
+            bot = ScriptedBot(port, "alpha", policy=policy, matches=2)
+            await bot.run()
+            r1, r2 = await admin.record(m1.match_id), await admin.record(m2.match_id)
+            await bot.close()
+            await admin.close()
+            return r1, r2, bot
+
+    r1, r2, bot = run(scenario())
+    assert r1["result"]["termination"] == "forfeit"  # type: ignore[index]
+    assert [f["reason"] for f in r1["faults"]] == ["ILLEGAL_ACTION", "FORFEIT"]  # type: ignore[attr-defined]
+    assert r2["result"]["termination"] == "completed" and r2["faults"] == []  # type: ignore[index]
+    # The late answer was answered with a rejection that names the ended match, not a strike.
+    late = [m.action_rejected for m in bot.received if m.WhichOneof("message") == "action_rejected"]
+    assert any("belongs to a match that has ended" in r.message and r.strikes == 0 for r in late), late
