@@ -568,7 +568,7 @@ class Table:
                         item = None
             if isinstance(item, str):
                 continue
-            if item is not None and item.decision_id != did:
+            if item is not None and not hmac.compare_digest(item.decision_id.encode(), did.encode()):
                 continue  # an answer to another decision left in the inbox: never applied to this one
             if item is None:
                 item = self._take_answer(did)  # accepted while the timeout fired: it counts, not the fallback
@@ -618,7 +618,7 @@ class Table:
             x = self.inbox.get_nowait()
             if isinstance(x, str):
                 keep.append(x)
-            elif x.decision_id == did:
+            elif hmac.compare_digest(x.decision_id.encode(), did.encode()):
                 found = x
         for x in keep:
             self.inbox.put_nowait(x)
