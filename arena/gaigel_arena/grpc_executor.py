@@ -54,7 +54,10 @@ log = structlog.get_logger("gaigel_arena")
 _POLL_S = 0.02
 _RESTART_CHECK_S = 0.2
 MAX_RESTARTS = 10
-"""A bot whose processes exit this many times in one run stops the arena."""
+"""A bot whose processes exit this many times within :data:`RESTART_WINDOW_S` stops the arena."""
+RESTART_WINDOW_S = 60.0
+"""A bot command that cannot start is caught within seconds; one that crashes now and then
+over an overnight run is restarted every time (its matches are forfeits, not a stopped arena)."""
 
 _LAUNCHER = """
 import ctypes, os, signal, sys
@@ -144,7 +147,9 @@ class GrpcExecutor:
         self._channel: Any = None
         self._closing = False
         self._failed = ""
-        self._restarts: dict[str, int] = {}
+        self._restarts: dict[str, list[float]] = {}
+        """Per bot: when its processes exited, within the last :data:`RESTART_WINDOW_S`."""
+        self._exits: dict[str, int] = {}
         self.port: int = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
         seats_per_side = config.ruleset.players // config.ruleset.num_sides
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
@@ -204,15 +209,25 @@ class GrpcExecutor:
             await asyncio.sleep(_RESTART_CHECK_S)
             for (name, k), proc in list(self._procs.items()):
                 if proc.poll() is not None and not self._closing and not self._failed:
-                    self._restarts[name] = self._restarts.get(name, 0) + 1
-                    if self._restarts[name] >= MAX_RESTARTS:
+                    now = time.monotonic()
+                    recent = [t for t in self._restarts.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
+                    self._restarts[name] = recent
+                    self._exits[name] = self._exits.get(name, 0) + 1
+                    if len(recent) >= MAX_RESTARTS:
                         self._failed = (
-                            f"bot {name!r} exited {self._restarts[name]} times (last exit code {proc.returncode}); "
+                            f"bot {name!r} exited {len(recent)} times within {RESTART_WINDOW_S:g} s "
+                            f"(last exit code {proc.returncode}); "
                             f"check its command: {' '.join(self._command(self._config.bot(name)))}"
                         )
                         log.error("bot_failed", bot=name, exit_code=proc.returncode)
                         continue
-                    log.warning("bot_restarted", bot=name, exit_code=proc.returncode, restarts=self._restarts[name])
+                    log.warning(
+                        "bot_restarted",
+                        bot=name,
+                        exit_code=proc.returncode,
+                        restarts=self._exits[name],
+                        recent=len(recent),
+                    )
                     _kill_group(proc, signal.SIGKILL)  # whatever the dead bot left running
                     self._spawn(self._config.bot(name), k)
 
@@ -237,6 +252,7 @@ class GrpcExecutor:
                 ruleset_overrides_json=json.dumps(rules),
                 first_dealer_seat=job.ruleset.players - 1,  # as MatchSpec's default: seat 0 leads hand 0
                 request_id=job.match_id,
+                withhold_seed=True,  # duplicate sets play this seed again under other seatings
             ),
             metadata=metadata,
         )
@@ -254,6 +270,7 @@ class GrpcExecutor:
         result = record.get("result")
         if not isinstance(result, dict) or "sides" not in result:
             raise RuntimeError(f"match {job.match_id} ended without a result (server match {server_id})")
+        record["server_match_id"] = server_id  # links the record to the server's logs and the bots' view
         record["match_id"] = job.match_id
         result = dict(result)
         forfeit = forfeit_reason(record)

@@ -1,4 +1,4 @@
-"""The ``gaigel bot NAME`` command: runs a house bot over gRPC against a server.
+"""The ``gaigel bot NAME`` and ``gaigel chaos-bot`` commands: bots that play over gRPC.
 
 Registered by ``gaigel.cli`` as an extension module; grpc is imported only when the
 command runs.
@@ -40,6 +40,64 @@ def register(subparsers: Any) -> None:
     p.add_argument("--secure", action="store_true", help="connect with TLS")
     p.add_argument("-v", "--verbose", action="store_true", help="log every reconnect and rejection")
     p.set_defaults(func=cmd_bot)
+    _register_chaos(subparsers)
+
+
+def _register_chaos(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "chaos-bot",
+        help="a bot that injects faults on purpose (for soak tests)",
+        description=(
+            "Play legal moves over gRPC, and at seeded random decisions misbehave on purpose: time out, "
+            "answer illegally, quote a stale decision id, send bytes that are not a PlayRequest, drop the "
+            "stream and resume, or crash (exit code 86; the arena restarts it and the new process resumes). "
+            "Each injected fault is one JSON line in the fault log. Server, token and bot name default to "
+            "$GAIGEL_SERVER, $GAIGEL_TOKEN and $GAIGEL_BOT_NAME."
+        ),
+    )
+    p.add_argument(
+        "--chaos",
+        default=None,
+        metavar="SPEC",
+        help=(
+            "per-decision probabilities, e.g. timeout=0.01,garbage=0.005,illegal=0.01,stale=0.005,"
+            "disconnect=0.005,crash=0.002 (default $GAIGEL_CHAOS, else none: a well-behaved bot)"
+        ),
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="seed of the faults and moves (default $GAIGEL_CHAOS_SEED, else 0)"
+    )
+    p.add_argument(
+        "--fault-log",
+        default=None,
+        metavar="FILE",
+        help="append one JSON line per injected fault here (default $GAIGEL_CHAOS_LOG, else stderr)",
+    )
+    p.add_argument(
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help=(
+            "resume files shared by the processes of this bot, so a restarted process resumes its match "
+            "(default $GAIGEL_CHAOS_STATE_DIR, else a folder in the temporary directory named after bot and server)"
+        ),
+    )
+    p.add_argument(
+        "--crash-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help=(
+            "at most one crash per S seconds among this bot's processes, drawn crashes within it are played "
+            "normally (default 10: the arena stops a bot that exits 10 times within a minute)"
+        ),
+    )
+    p.add_argument("--server", default=None, metavar="HOST:PORT", help="server address (default $GAIGEL_SERVER)")
+    p.add_argument("--token", default=None, help="bot token (default $GAIGEL_TOKEN)")
+    p.add_argument("--bot-name", default=None, help="registered bot name (default $GAIGEL_BOT_NAME, else chaos)")
+    p.add_argument("--matches", type=int, default=None, metavar="N", help="leave after N matches")
+    p.add_argument("-v", "--verbose", action="store_true", help="log the SDK's reconnects and rejections")
+    p.set_defaults(func=cmd_chaos_bot)
 
 
 def cmd_bot(args: argparse.Namespace) -> int:
@@ -58,4 +116,36 @@ def cmd_bot(args: argparse.Namespace) -> int:
         print(f"gaigel bot: error: {e}", file=sys.stderr)
         return 1
     print(f"gaigel bot: {args.name} played {played} match{'es' if played != 1 else ''}", file=sys.stderr)
+    return 0
+
+
+def cmd_chaos_bot(args: argparse.Namespace) -> int:
+    """Runs the chaos bot; exit 0 when done, 1 when the server refused or stayed unreachable."""
+    import os
+
+    from gaigel_client.chaos import ChaosSpec, run_chaos
+    from gaigel_client.errors import GaigelClientError
+
+    # The SDK warns about every rejection and reconnect; here they are on purpose (and in the fault log).
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(name)s: %(message)s"
+    )
+    spec_text = args.chaos if args.chaos is not None else os.environ.get("GAIGEL_CHAOS", "")
+    seed = args.seed if args.seed is not None else int(os.environ.get("GAIGEL_CHAOS_SEED", "0") or 0)
+    try:
+        played = run_chaos(
+            ChaosSpec.parse(spec_text),
+            seed=seed,
+            fault_log=args.fault_log or os.environ.get("GAIGEL_CHAOS_LOG") or None,
+            state_dir=args.state_dir or os.environ.get("GAIGEL_CHAOS_STATE_DIR") or None,
+            server=args.server,
+            token=args.token,
+            name=args.bot_name,
+            matches=args.matches,
+            crash_interval=args.crash_interval,
+        )
+    except GaigelClientError as e:
+        print(f"gaigel chaos-bot: error: {e}", file=sys.stderr)
+        return 1
+    print(f"gaigel chaos-bot: played {played} match{'es' if played != 1 else ''}", file=sys.stderr)
     return 0
