@@ -152,6 +152,8 @@ class Table:
         self.open: list[str | None] = [None] * n
         self.legal: list[list[int]] = [[] for _ in range(n)]
         self.resumes = [0] * n
+        # Per seat: decision ids decided by the timeout fallback -> the resume count at that moment.
+        self.fallbacks: list[dict[str, int]] = [{} for _ in range(n)]
         # Per seat: the last accepted (decision id, action id) and the resume count when it was accepted.
         self.accepted: list[tuple[str, int, int] | None] = [None] * n
         self.state_ref: GaigelState | None = None
@@ -318,16 +320,18 @@ class Table:
         elif answer.decision_id in sess.earlier:
             # An answer that was in flight when the session's previous match ended: that match is
             # over and this one has nothing to do with it. Rejected, without a fault or strike.
-            sess.send(
-                action_rejected=bs.ActionRejected(
-                    decision_id=answer.decision_id,
-                    action_id=answer.action_id,
-                    reason=bs.REJECT_REASON_STALE_DECISION,
-                    message=f"decision {answer.decision_id} belongs to a match that has ended",
-                    decision_open=self.open[seat] is not None,
-                    strikes=self.strikes[seat],
-                    strikes_limit=self.clock.strikes_limit,
-                )
+            self._reject_without_strike(
+                seat, answer, f"decision {answer.decision_id} belongs to a match that has ended"
+            )
+            return
+        elif self._missed_while_away(seat, answer):
+            # The request reached the bot only with the messages it missed (a Resume), after the
+            # fallback had decided it: the bot could not know. The fallback's strike is enough.
+            self._reject_without_strike(
+                seat,
+                answer,
+                f"decision {answer.decision_id} was decided by the timeout fallback while this seat was away "
+                "(no strike: the request was among the messages resent after Resume)",
             )
             return
         elif answer.decision_id in sess.issued:
@@ -356,6 +360,26 @@ class Table:
             )
         )
         self.fault(seat, code, message, strike=True, decision_id=answer.decision_id)
+
+    def _reject_without_strike(self, seat: int, answer: Answer, message: str) -> None:
+        """A STALE_DECISION rejection the bot could not have avoided: no fault, no strike."""
+        sess = self.sessions[seat]
+        assert sess is not None
+        sess.send(
+            action_rejected=bs.ActionRejected(
+                decision_id=answer.decision_id,
+                action_id=answer.action_id,
+                reason=bs.REJECT_REASON_STALE_DECISION,
+                message=message,
+                decision_open=self.open[seat] is not None,
+                strikes=self.strikes[seat],
+                strikes_limit=self.clock.strikes_limit,
+            )
+        )
+
+    def _missed_while_away(self, seat: int, answer: Answer) -> bool:
+        resumes = self.fallbacks[seat].get(answer.decision_id)
+        return resumes is not None and resumes < self.resumes[seat]
 
     def _is_resent(self, seat: int, answer: Answer) -> bool:
         last = self.accepted[seat]
@@ -579,6 +603,7 @@ class Table:
                 flags.append("DISCONNECTED")
             if item is None:
                 self.open[seat] = None
+                self.fallbacks[seat][did] = self.resumes[seat]
                 self.bank[seat] = 0.0
                 used = decision_time + bank
                 self.metrics.decisions.labels("timeout_fallback").inc()

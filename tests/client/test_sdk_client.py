@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 from gaigel_api.v1 import bot_service_pb2 as pb
+from gaigel_api.v1 import common_pb2, game_pb2
 from gaigel_client import Bot, ConfigError, ConnectionLostError, ServerError, observation_view, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,6 +189,39 @@ def test_resend_of_unconfirmed_answer_after_resume(serve: Any) -> None:
     assert run(RecordingBot(), address, "tok", matches=1, **FAST) == 1
     assert got["resume"].resume.last_sequence == 2
     assert (got["again"].decision_id, got["again"].action_id) == ("d1", got["a"].action_id)
+
+
+def test_a_fault_event_does_not_close_the_pending_decision(serve: Any) -> None:
+    """Each rejection comes with a Fault event: the decision stays open through it, so the SDK
+    keeps correcting its answer (it used to stop after the second rejection)."""
+    got: dict[str, Any] = {}
+
+    def fault_event(seq: int, strikes: int) -> pb.PlayResponse:
+        fault = common_pb2.Fault(seat=1, reason=common_pb2.FAULT_REASON_ILLEGAL_ACTION, strike=True, strikes=strikes)
+        return pb.PlayResponse(sequence=seq, event=game_pb2.Event(hand_index=0, fault=fault))
+
+    def script(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+        conn.recv()
+        yield fs.welcome()
+        yield fs.match_start(1)
+        yield fs.decision(2, "d1", [3, 7, 9])
+        answers = [conn.recv_action()]
+        yield fs.rejected(3, answers[-1], pb.REJECT_REASON_ILLEGAL_ACTION, strikes=1)
+        yield fault_event(4, 1)
+        answers.append(conn.recv_action())
+        yield fs.rejected(5, answers[-1], pb.REJECT_REASON_ILLEGAL_ACTION, strikes=2)
+        yield fault_event(6, 2)
+        yield fs.decision(7, "d2", [20])  # what the SDK answers next shows whether d1 was still open
+        answers += [conn.recv_action(), conn.recv_action()]
+        got["answers"] = answers
+        yield fs.match_end(8)
+        conn.drain()
+
+    address, _ = serve(script)
+    assert run(RecordingBot(), address, "tok", matches=1, **FAST) == 1
+    answers = got["answers"]
+    assert [a.decision_id for a in answers] == ["d1", "d1", "d1", "d2"]
+    assert len({a.action_id for a in answers[:3]}) == 3  # three different legal cards tried
 
 
 def test_unauthenticated_raises_with_server_message(serve: Any) -> None:

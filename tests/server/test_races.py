@@ -87,3 +87,46 @@ def test_an_answer_in_flight_at_the_end_of_a_match_is_not_a_fault_in_the_next() 
     # The late answer was answered with a rejection that names the ended match, not a strike.
     late = [m.action_rejected for m in bot.received if m.WhichOneof("message") == "action_rejected"]
     assert any("belongs to a match that has ended" in r.message and r.strikes == 0 for r in late), late
+
+
+def test_answering_a_request_that_timed_out_while_away_is_not_a_second_strike() -> None:
+    """A seat drops at a decision and resumes after the fallback decided it: the resent request
+    is answered (the bot cannot know it is closed); the rejection costs no strike."""
+    clock = dataclasses.replace(FAST, decision_time=0.3, bank=0.0, resume_grace=5.0, strikes_limit=100)
+
+    async def scenario() -> tuple[dict[str, object], ScriptedBot]:
+        async with running_server(clock=clock) as (_server, port):
+            admin = Admin(port)
+            bot = ScriptedBot(port, "alpha")
+            await bot.open()
+            match = await admin.create(2, ["alpha", "house:first"], hands=1, seed=3)
+            await bot.play(stop_after=lambda m: m.WhichOneof("message") == "decision_request")
+            assert bot.match_start is not None
+            last = bot.received[-2].sequence  # as if the request itself never arrived
+            bot.call.cancel()
+            await asyncio.sleep(1.0)  # the fallback decides meanwhile (about three times)
+            again = ScriptedBot(port, "alpha")
+            resume = bs.Resume(
+                match_id=match.match_id,
+                seat=bot.match_start.seat,
+                resume_token=bot.match_start.resume_token,
+                last_sequence=last,
+            )
+            await again.open(bs.PlayRequest(resume=resume))
+            await again.play()  # answers every DecisionRequest it gets, the resent one first
+            await admin.wait_ended(match.match_id)
+            record = await admin.record(match.match_id)
+            for b in (bot, again):
+                await b.close()
+            await admin.close()
+            return record, again
+
+    record, again = run(scenario())
+    reasons = [f["reason"] for f in record["faults"]]  # type: ignore[attr-defined]
+    away = reasons[: reasons.index("RESUMED")]
+    assert away[0] == "DISCONNECT" and away.count("TIMEOUT_FALLBACK") == len(away) - 1 >= 1, reasons
+    assert "STALE_DECISION" not in reasons, reasons
+    rejected = [m.action_rejected for m in again.received if m.WhichOneof("message") == "action_rejected"]
+    assert len(rejected) == len(away) - 1  # one per request that timed out while away, each without a strike
+    assert all("while this seat was away" in r.message and r.strikes == len(away) - 1 for r in rejected), rejected
+    assert replay(record).ok  # type: ignore[arg-type]

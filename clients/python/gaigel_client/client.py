@@ -357,7 +357,8 @@ class _Session:
             else:
                 self._on_rejected(response.action_rejected)
         elif kind == "event":
-            self.pending = None
+            if response.event.WhichOneof("kind") != "fault":  # a fault changes no game state: still open
+                self.pending = None
             self.bot.on_event(response.event)
         elif kind == "match_start":
             msg = response.match_start
