@@ -129,6 +129,11 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", 4 * 1024 * 1024),
         ("grpc.so_reuseport", 0),
+        # Calls not yet handed to the application are dropped by grpc core with a bare
+        # CANCELLED beyond these backlogs (defaults 1000 and 3000); above --max-streams the
+        # server itself refuses with RESOURCE_EXHAUSTED and a message, so keep them larger.
+        ("grpc.server.max_pending_requests", 4 * config.max_streams + 1000),
+        ("grpc.server.max_pending_requests_hard_limit", 8 * config.max_streams + 3000),
     ]
     server = grpc.aio.server(options=options)
     bots = BotServicer(lobby, registry, metrics, config.join_timeout, config.max_message_bytes, config.max_streams)

@@ -102,7 +102,8 @@ class BotSession:
         data = bs.PlayResponse(sequence=self.sequence, **message).SerializeToString()  # type: ignore[arg-type]
         if "match_start" in message:
             self.buffer = []
-        self.buffer.append((self.sequence, data))
+        if self.table is not None:  # Resume exists only within a match: nothing to keep between them
+            self.buffer.append((self.sequence, data))
         if self.stream is None or self.stream.closed:
             return None
         # Only a DecisionRequest needs its write time: no future for the other messages.

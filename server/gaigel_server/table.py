@@ -903,6 +903,7 @@ class Lobby:
             if sess is None or sess.table is not table:
                 continue
             sess.table, sess.seat = None, -1
+            sess.buffer = []  # the resume buffer: no Resume into an ended match
             if sess.leaving:
                 self.drop(sess)
                 sess.close()
@@ -910,6 +911,7 @@ class Lobby:
                 self.make_idle(sess)
             else:
                 self.drop(sess)
+        table.sessions = [None] * len(table.sessions)  # an ended table must not keep sessions alive
         for cb in self.on_end:
             cb(table)
         self._retain(table)
