@@ -49,7 +49,7 @@ class ServerConfig:
     max_sessions_per_bot: int = 64
     max_streams: int = 1024
     keep_ended: int = 5000
-    """Ended matches kept in memory (about 17 KB each); the oldest beyond are forgotten."""
+    """Ended matches kept in memory (about 20 KB each for 2-hand matches); the oldest beyond are forgotten."""
     """Bot streams open at once (all bots, Join pending included); more get RESOURCE_EXHAUSTED."""
     clock: Clock = dataclasses.field(default_factory=Clock)
     watch_without_token: bool = False
