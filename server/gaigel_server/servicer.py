@@ -165,7 +165,7 @@ class BotServicer:
             )
             if resumed:
                 session.attach(stream, after=first.resume.last_sequence)
-                table.on_resume(session.seat)
+                table.on_resume(session.seat, first.resume.last_sequence)
             else:
                 self.lobby.make_idle(session)
             reader = asyncio.get_running_loop().create_task(self._read(it, session, stream))

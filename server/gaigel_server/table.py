@@ -152,8 +152,10 @@ class Table:
         self.open: list[str | None] = [None] * n
         self.legal: list[list[int]] = [[] for _ in range(n)]
         self.resumes = [0] * n
-        # Per seat: decision ids decided by the timeout fallback -> the resume count at that moment.
+        # Per seat: decision ids decided by the timeout fallback -> the sequence number of their
+        # request; and those whose request was then resent by a Resume (the bot could not know).
         self.fallbacks: list[dict[str, int]] = [{} for _ in range(n)]
+        self.resent_after_fallback: list[set[str]] = [set() for _ in range(n)]
         # Per seat: the last accepted (decision id, action id) and the resume count when it was accepted.
         self.accepted: list[tuple[str, int, int] | None] = [None] * n
         self.state_ref: GaigelState | None = None
@@ -378,8 +380,7 @@ class Table:
         )
 
     def _missed_while_away(self, seat: int, answer: Answer) -> bool:
-        resumes = self.fallbacks[seat].get(answer.decision_id)
-        return resumes is not None and resumes < self.resumes[seat]
+        return answer.decision_id in self.resent_after_fallback[seat]
 
     def _is_resent(self, seat: int, answer: Answer) -> bool:
         last = self.accepted[seat]
@@ -413,9 +414,12 @@ class Table:
         ):
             self._forfeit(seat, f"seat {seat} did not resume within {self.clock.resume_grace:g} s")
 
-    def on_resume(self, seat: int) -> None:
-        """A disconnected seat came back."""
+    def on_resume(self, seat: int, last_sequence: int) -> None:
+        """A disconnected seat came back, having seen its messages up to *last_sequence*."""
         self.resumes[seat] += 1
+        for did, sequence in self.fallbacks[seat].items():
+            if sequence > last_sequence:  # resent now, after the fallback decided it
+                self.resent_after_fallback[seat].add(did)
         self.fault(seat, "RESUMED", f"seat {seat} resumed", strike=False)
 
     # --- the runner ------------------------------------------------------------------
@@ -568,6 +572,7 @@ class Table:
         self.legal[seat] = legal
         self.open[seat] = did
         sent = sess.send_tracked(decision_request=request)
+        request_sequence = sess.sequence
         start = queued
         if sent is not None:
             with contextlib.suppress(TimeoutError):
@@ -603,7 +608,7 @@ class Table:
                 flags.append("DISCONNECTED")
             if item is None:
                 self.open[seat] = None
-                self.fallbacks[seat][did] = self.resumes[seat]
+                self.fallbacks[seat][did] = request_sequence
                 self.bank[seat] = 0.0
                 used = decision_time + bank
                 self.metrics.decisions.labels("timeout_fallback").inc()

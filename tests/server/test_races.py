@@ -17,6 +17,7 @@ from srvkit import FAST, Admin, ScriptedBot, run, running_server
 
 from gaigel.replay import replay
 from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import common_pb2 as cm
 
 
 def test_answers_at_the_deadline_never_reach_another_decision() -> None:
@@ -130,3 +131,53 @@ def test_answering_a_request_that_timed_out_while_away_is_not_a_second_strike() 
     assert len(rejected) == len(away) - 1  # one per request that timed out while away, each without a strike
     assert all("while this seat was away" in r.message and r.strikes == len(away) - 1 for r in rejected), rejected
     assert replay(record).ok  # type: ignore[arg-type]
+
+
+def test_a_late_answer_to_a_fallback_seen_live_is_still_a_strike_after_a_resume() -> None:
+    """The excuse above is only for requests resent by the Resume: a bot that saw its request
+    and the fallback live, then resumed, and answers the old decision is charged as usual."""
+    clock = dataclasses.replace(FAST, decision_time=0.3, bank=0.0, resume_grace=5.0, strikes_limit=100)
+
+    async def never(bot: ScriptedBot, req: bs.DecisionRequest) -> None:
+        return None
+
+    def fallback_seen(m: bs.PlayResponse) -> bool:
+        return (
+            m.WhichOneof("message") == "event"
+            and m.event.WhichOneof("kind") == "fault"
+            and m.event.fault.reason == cm.FAULT_REASON_TIMEOUT_FALLBACK
+        )
+
+    async def scenario() -> tuple[dict[str, object], ScriptedBot]:
+        async with running_server(clock=clock) as (_server, port):
+            admin = Admin(port)
+            bot = ScriptedBot(port, "alpha", policy=never)
+            await bot.open()
+            match = await admin.create(2, ["alpha", "house:first"], hands=1, seed=3)
+            await bot.play(stop_after=fallback_seen)  # the request and its fallback, both seen live
+            assert bot.match_start is not None
+            first = next(m.decision_request for m in bot.received if m.WhichOneof("message") == "decision_request")
+            bot.call.cancel()
+            await asyncio.sleep(0.1)
+            again = ScriptedBot(port, "alpha")
+            resume = bs.Resume(
+                match_id=match.match_id,
+                seat=bot.match_start.seat,
+                resume_token=bot.match_start.resume_token,
+                last_sequence=bot.received[-1].sequence,
+            )
+            await again.open(bs.PlayRequest(resume=resume))
+            await again.act(first.decision_id, first.legal_actions[0].id)  # late, after the Resume
+            await again.play()
+            await admin.wait_ended(match.match_id)
+            record = await admin.record(match.match_id)
+            for b in (bot, again):
+                await b.close()
+            await admin.close()
+            return record, again
+
+    record, again = run(scenario())
+    reasons = [f["reason"] for f in record["faults"]]  # type: ignore[attr-defined]
+    assert reasons[:4] == ["TIMEOUT_FALLBACK", "DISCONNECT", "RESUMED", "STALE_DECISION"], reasons
+    rejected = [m.action_rejected for m in again.received if m.WhichOneof("message") == "action_rejected"]
+    assert rejected[0].strikes == 2 and "while this seat was away" not in rejected[0].message
