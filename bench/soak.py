@@ -743,7 +743,6 @@ def main(argv: list[str] | None = None) -> int:
             "forfeits_by_cause": dict(table.forfeits_by_reason),
             "unexplained": table.unexplained_faults,
             "crashes": crashes,
-            "closed_decisions_skipped": sum(1 for e in log_lines if e.get("event") == "closed"),
             "crashes_suppressed": sum(1 for e in log_lines if e.get("event") == "suppressed"),
         },
         "ratings": [{k: b[k] for k in ("name", "elo", "bt", "games", "score")} for b in (report or {}).get("bots", [])],

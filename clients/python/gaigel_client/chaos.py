@@ -39,25 +39,21 @@ per ``--crash-interval`` seconds (default 10) among the processes of one bot: th
 stops a bot that exits 10 times within a minute.
 
 **Otherwise a careful bot.** Apart from the faults it injects, it must not collect
-faults of its own, so that every recorded fault is explained. Two things the SDK's
-session loop does are changed for that: a Fault event (an illegal or stale answer, a
-malformed message, a disconnect, a resume) does not end the pending decision (the SDK
-drops it, and would then not answer after a Resume), and a DecisionRequest that is
-already followed by more messages (replayed after a Resume and decided meanwhile by a
-timeout fallback) is not answered and gets no fault (the SDK would answer it and collect
-a STALE_DECISION strike). The stream is read ahead by a thread to tell the latter.
+faults of its own, so that every recorded fault is explained. It plays on the SDK's
+session loop as it is: the SDK keeps the pending decision open through Fault events (and
+answers it after a Resume), and the server charges no strike for an answer to a request
+that the timeout fallback decided while the seat was away.
 
 **The fault log.** Every injected fault is one JSON line (``event: "fault"``, ``kind``,
 the server's ``match_id``, ``seat``, ``hand``, ``decision_id``, ``pid``, ``bot``, ...) and
-every process start one line (``event: "start"``, ``resumed_from``; also ``"closed"``
-for a skipped replayed decision and ``"suppressed"`` for a crash within the interval),
-appended with a single ``write`` to ``--fault-log`` (else ``$GAIGEL_CHAOS_LOG``, else
-stderr), so the soak can reconcile what was injected against what was recorded.
+every process start one line (``event: "start"``, ``resumed_from``; also
+``"suppressed"`` for a crash within the interval), appended with a single ``write`` to
+``--fault-log`` (else ``$GAIGEL_CHAOS_LOG``, else stderr), so the soak can reconcile what
+was injected against what was recorded.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import hashlib
@@ -67,7 +63,6 @@ import os
 import struct
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -78,7 +73,6 @@ import grpc
 from gaigel.actions import NUM_ACTIONS
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
-from gaigel_api.v1 import common_pb2
 from gaigel_client.bot import Bot
 from gaigel_client.client import DEFAULT_SERVER, ResumeFile, _Pending, _Session
 from gaigel_client.errors import ConfigError
@@ -119,11 +113,6 @@ PLAY_METHOD = "/gaigel.v1.BotService/Play"
 
 DEFAULT_CRASH_INTERVAL_S = 10.0
 """Minimum seconds between two injected crashes of one bot (all its processes together)."""
-
-REPLAY_WINDOW_S = 1.0
-REPLAY_WAIT_S = 0.03
-"""Within REPLAY_WINDOW_S of a Resume, wait this long for a message after a DecisionRequest
-before taking it as open (the replayed messages may still be on their way)."""
 
 
 # --- the spec and the seeded draws ---------------------------------------------------------
@@ -291,70 +280,36 @@ class _DroppedByUs(grpc.RpcError, grpc.Call):
 
 
 class _Call:
-    """The stream call as the SDK iterates it, read ahead by a thread of its own.
+    """The stream call as the SDK iterates it, which remembers whether we sent garbage on it.
 
-    Reading ahead tells whether a DecisionRequest is already followed by more messages: then
-    it was replayed after a Resume and closed meanwhile (the server waits for an open
-    decision and sends this seat nothing else). A fault injected there would reach a
-    decision, or a match, that is already over, and the server could not record it.
-    The call also remembers whether we sent garbage on it.
+    A stream we broke on purpose (garbage sent, or cancelled) ends as :class:`_DroppedByUs`,
+    so that the SDK resumes instead of giving up.
     """
 
     def __init__(self, call: Any) -> None:
         self._call = call
         self.garbage_sent = False
-        self._items: collections.deque[pb.PlayResponse] = collections.deque()
-        self._error: BaseException | None = None
-        self._done = False
         self._cancelled = False
-        self._cond = threading.Condition()
-        threading.Thread(target=self._pump, name="chaos-reader", daemon=True).start()
-
-    def _pump(self) -> None:
-        try:
-            for message in self._call:
-                with self._cond:
-                    self._items.append(message)
-                    self._cond.notify_all()
-        except Exception as e:  # grpc.RpcError, or a message that does not parse
-            self._error = e
-        finally:
-            with self._cond:
-                self._done = True
-                self._cond.notify_all()
 
     def __iter__(self) -> Iterator[pb.PlayResponse]:
         return self
 
     def __next__(self) -> pb.PlayResponse:
-        with self._cond:
-            while not self._items and not self._done and not self._cancelled:
-                self._cond.wait()
-            if self._cancelled:  # as a plain call: nothing more after cancel(), read ahead or not
-                raise _DroppedByUs("the stream was cancelled")
-            if self._items:
-                return self._items.popleft()
-        e = self._error
-        if e is None:
-            raise StopIteration
-        code = e.code() if isinstance(e, grpc.Call) else None
-        if self.garbage_sent and code == grpc.StatusCode.INVALID_ARGUMENT:
-            details = e.details() if isinstance(e, grpc.Call) else str(e)
-            raise _DroppedByUs(f"the server ended the stream after our garbage: {details}") from None
-        raise e
-
-    def more_waiting(self, wait: float) -> bool:
-        """Whether a message has arrived beyond the one being handled (waiting up to *wait* s for one)."""
-        with self._cond:
-            if not self._items and not self._done and wait > 0:
-                self._cond.wait(wait)
-            return bool(self._items)
+        if self._cancelled:  # nothing more after cancel(), even what grpc had received already
+            raise _DroppedByUs("the stream was cancelled")
+        try:
+            return cast(pb.PlayResponse, next(self._call))
+        except grpc.RpcError as e:
+            if self._cancelled:
+                raise _DroppedByUs("the stream was cancelled") from None
+            code = e.code() if isinstance(e, grpc.Call) else None
+            if self.garbage_sent and code == grpc.StatusCode.INVALID_ARGUMENT:
+                details = e.details() if isinstance(e, grpc.Call) else str(e)
+                raise _DroppedByUs(f"the server ended the stream after our garbage: {details}") from None
+            raise
 
     def cancel(self) -> None:
-        with self._cond:
-            self._cancelled = True
-            self._items.clear()
-            self._cond.notify_all()
+        self._cancelled = True
         self._call.cancel()
 
 
@@ -407,33 +362,7 @@ class _ChaosSession(_Session):
         self.seen: list[str] = []
         """The decision ids received so far in the current match (stale answers quote them)."""
         self.state_dir: Path | None = None
-        self.resumed_at = 0.0
-        self.closed_skipped = 0
         self.crash_interval = DEFAULT_CRASH_INTERVAL_S
-
-    def _on_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
-        if msg.resumed:
-            self.resumed_at = time.monotonic()
-        super()._on_welcome(msg, resuming)
-
-    def _closed_already(self) -> bool:
-        """Whether the decision being handled is a replayed one that later messages show closed."""
-        call = self.raw_stub.call
-        if call is None:
-            return False
-        recently = time.monotonic() - self.resumed_at < REPLAY_WINDOW_S
-        return call.more_waiting(REPLAY_WAIT_S if recently else 0.0)
-
-    def _handle(self, response: pb.PlayResponse, resuming: bool) -> bool:
-        # The SDK takes any Event as the end of the pending decision. A Fault event about a
-        # rejected answer, a malformed message, a disconnect or a resume does not close it, and
-        # after garbage that event arrives just before the stream ends: the SDK would then not
-        # answer after its Resume, and a timeout fallback would follow that nobody injected.
-        keep = self.pending if _leaves_decision_open(response) else None
-        done = super()._handle(response, resuming)
-        if keep is not None and self.pending is None:
-            self.pending = keep
-        return done
 
     def _on_decision(self, request: pb.DecisionRequest) -> None:
         match_id = self.match.match_id if self.match else ""
@@ -441,13 +370,6 @@ class _ChaosSession(_Session):
             self.seen_match, self.seen = match_id, []
         earlier = list(self.seen)
         self.seen.append(request.decision_id)
-        if self._closed_already():
-            # Replayed after a Resume and decided meanwhile (a timeout fallback): the SDK would
-            # answer it and collect a STALE_DECISION strike nobody injected; a careful bot skips it.
-            self.closed_skipped += 1
-            self.fault_log.write(event="closed", bot=self.name, pid=os.getpid(), match_id=match_id)
-            self.pending = _Pending(request, replayed=True)
-            return
         u = _uniforms(self.seed, request)
         kind = None if request.decision_id in self.no_fault else self.spec.pick(u[0])
         if kind is None:
@@ -545,24 +467,6 @@ class _ChaosSession(_Session):
         with contextlib.suppress(OSError):
             stamp.touch()
         return True
-
-
-def _leaves_decision_open(response: pb.PlayResponse) -> bool:
-    """Whether *response* is a Fault event after which the seat's open decision stays open."""
-    if response.WhichOneof("message") != "event" or response.event.WhichOneof("kind") != "fault":
-        return False
-    return response.event.fault.reason in _OPEN_AFTER
-
-
-_OPEN_AFTER = frozenset(
-    {
-        common_pb2.FAULT_REASON_ILLEGAL_ACTION,
-        common_pb2.FAULT_REASON_STALE_DECISION,
-        common_pb2.FAULT_REASON_MALFORMED_MESSAGE,
-        common_pb2.FAULT_REASON_DISCONNECT,
-        common_pb2.FAULT_REASON_RESUMED,
-    }
-)
 
 
 # --- restart: claiming a dead process's resume file ------------------------------------------
