@@ -322,19 +322,17 @@ class Table:
         elif answer.decision_id in sess.earlier:
             # An answer that was in flight when the session's previous match ended: that match is
             # over and this one has nothing to do with it. Rejected, without a fault or strike.
-            self._reject_without_strike(
-                seat, answer, f"decision {answer.decision_id} belongs to a match that has ended"
-            )
+            message = f"decision {answer.decision_id} belongs to a match that has ended"
+            self._reject(seat, answer, bs.REJECT_REASON_STALE_DECISION, message, code=None)
             return
         elif self._missed_while_away(seat, answer):
             # The request reached the bot only with the messages it missed (a Resume), after the
             # fallback had decided it: the bot could not know. The fallback's strike is enough.
-            self._reject_without_strike(
-                seat,
-                answer,
+            message = (
                 f"decision {answer.decision_id} was decided by the timeout fallback while this seat was away "
-                "(no strike: the request was among the messages resent after Resume)",
+                "(no strike: the request was among the messages resent after Resume)"
             )
+            self._reject(seat, answer, bs.REJECT_REASON_STALE_DECISION, message, code=None)
             return
         elif answer.decision_id in sess.issued:
             reason, code = bs.REJECT_REASON_STALE_DECISION, "STALE_DECISION"
@@ -349,35 +347,27 @@ class Table:
             message = (
                 f"decision {answer.decision_id!r} was never issued to this session (the open decision has another id)"
             )
-        strikes = self.strikes[seat] + 1
+        self._reject(seat, answer, reason, message, code)
+
+    def _reject(self, seat: int, answer: Answer, reason: int, message: str, code: str | None) -> None:
+        """Sends ActionRejected; with a fault *code* it is also a fault and a strike, without one
+        neither (a rejection the bot could not have avoided)."""
+        sess = self.sessions[seat]
+        assert sess is not None
+        strikes = self.strikes[seat] + (code is not None)
         sess.send(
             action_rejected=bs.ActionRejected(
                 decision_id=answer.decision_id,
                 action_id=answer.action_id,
-                reason=reason,
+                reason=reason,  # type: ignore[arg-type]
                 message=message,
                 decision_open=self.open[seat] is not None and strikes <= self.clock.strikes_limit,
                 strikes=strikes,
                 strikes_limit=self.clock.strikes_limit,
             )
         )
-        self.fault(seat, code, message, strike=True, decision_id=answer.decision_id)
-
-    def _reject_without_strike(self, seat: int, answer: Answer, message: str) -> None:
-        """A STALE_DECISION rejection the bot could not have avoided: no fault, no strike."""
-        sess = self.sessions[seat]
-        assert sess is not None
-        sess.send(
-            action_rejected=bs.ActionRejected(
-                decision_id=answer.decision_id,
-                action_id=answer.action_id,
-                reason=bs.REJECT_REASON_STALE_DECISION,
-                message=message,
-                decision_open=self.open[seat] is not None,
-                strikes=self.strikes[seat],
-                strikes_limit=self.clock.strikes_limit,
-            )
-        )
+        if code is not None:
+            self.fault(seat, code, message, strike=True, decision_id=answer.decision_id)
 
     def _missed_while_away(self, seat: int, answer: Answer) -> bool:
         return answer.decision_id in self.resent_after_fallback[seat]

@@ -20,6 +20,20 @@ from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
 
 
+async def resumed(bot: ScriptedBot, match_id: str, last_sequence: int) -> ScriptedBot:
+    """A new stream that resumes *bot*'s seat, having seen its messages up to *last_sequence*."""
+    assert bot.match_start is not None
+    again = ScriptedBot(bot.port, bot.name)
+    resume = bs.Resume(
+        match_id=match_id,
+        seat=bot.match_start.seat,
+        resume_token=bot.match_start.resume_token,
+        last_sequence=last_sequence,
+    )
+    await again.open(bs.PlayRequest(resume=resume))
+    return again
+
+
 def test_answers_at_the_deadline_never_reach_another_decision() -> None:
     """Both bots answer within a few ms of a 50 ms deadline (and then hold the loop a little,
     so answers and timeouts land in the same turn): every record still replays hash for hash."""
@@ -106,14 +120,7 @@ def test_answering_a_request_that_timed_out_while_away_is_not_a_second_strike() 
             last = bot.received[-2].sequence  # as if the request itself never arrived
             bot.call.cancel()
             await asyncio.sleep(1.0)  # the fallback decides meanwhile (about three times)
-            again = ScriptedBot(port, "alpha")
-            resume = bs.Resume(
-                match_id=match.match_id,
-                seat=bot.match_start.seat,
-                resume_token=bot.match_start.resume_token,
-                last_sequence=last,
-            )
-            await again.open(bs.PlayRequest(resume=resume))
+            again = await resumed(bot, match.match_id, last)
             await again.play()  # answers every DecisionRequest it gets, the resent one first
             await admin.wait_ended(match.match_id)
             record = await admin.record(match.match_id)
@@ -159,14 +166,7 @@ def test_a_late_answer_to_a_fallback_seen_live_is_still_a_strike_after_a_resume(
             first = next(m.decision_request for m in bot.received if m.WhichOneof("message") == "decision_request")
             bot.call.cancel()
             await asyncio.sleep(0.1)
-            again = ScriptedBot(port, "alpha")
-            resume = bs.Resume(
-                match_id=match.match_id,
-                seat=bot.match_start.seat,
-                resume_token=bot.match_start.resume_token,
-                last_sequence=bot.received[-1].sequence,
-            )
-            await again.open(bs.PlayRequest(resume=resume))
+            again = await resumed(bot, match.match_id, bot.received[-1].sequence)
             await again.act(first.decision_id, first.legal_actions[0].id)  # late, after the Resume
             await again.play()
             await admin.wait_ended(match.match_id)
