@@ -66,7 +66,7 @@ from typing import IO, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gaigel_server.commands import CLOCK_DEFAULTS
+from gaigel_server.clock import CLOCK_DEFAULTS
 
 REPO = Path(__file__).resolve().parent.parent
 LOADGEN = REPO / "bench" / "loadgen"

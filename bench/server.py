@@ -94,9 +94,9 @@ def join(i: int) -> bs.PlayRequest:
 
 
 async def _full_server(streams: int, ready: Any, stop: Any) -> None:
+    from gaigel_server.clock import Clock
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, create_server
-    from gaigel_server.table import Clock
 
     configure_logging("error", json=True)
     config = ServerConfig(

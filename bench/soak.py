@@ -7,7 +7,7 @@ Run from the repository root::
 
 The arena (``examples/soak.toml``, or ``--config``) is run as ``gaigel arena run`` in a
 subprocess, into a fresh output folder (``--out``, default a new temporary folder that is
-kept). Its ``chaos`` bot is ``gaigel chaos-bot`` (``gaigel_client.chaos``): at seeded random
+kept). Its ``chaos`` bot is ``gaigel chaos-bot`` (``gaigel_harness.chaos``): at seeded random
 decisions it times out, answers illegally, quotes stale decision ids, sends bytes that are
 not a PlayRequest, drops its stream and resumes, or crashes, and appends one JSON line per
 injected fault to ``OUT/chaos-faults.jsonl``. ``--matches N`` sets the schedule size:
@@ -371,7 +371,7 @@ class FaultTable:
 
 
 def _expected(kinds: collections.Counter[str]) -> collections.Counter[str]:
-    from gaigel_client.chaos import EXPECTED_REASONS
+    from gaigel_harness.chaos import EXPECTED_REASONS
 
     out: collections.Counter[str] = collections.Counter()
     for kind, n in kinds.items():
@@ -493,7 +493,7 @@ def audit_crashes(
     injections: list[dict[str, Any]], starts: list[dict[str, Any]], events: list[dict[str, Any]], audit: Audit
 ) -> dict[str, int]:
     """Every injected crash is one restart by the arena; counts resumes through the resume file."""
-    from gaigel_client.chaos import CRASH_EXIT_CODE
+    from gaigel_harness.chaos import CRASH_EXIT_CODE
 
     crashes = sum(1 for e in injections if e["kind"] == "crash")
     restarts = [e for e in events if e.get("event") == "bot_restarted"]

@@ -7,8 +7,9 @@ the arena and Python bots all build on these.
 from gaigel.actions import ActionId, action_label, parse_action
 from gaigel.cards import CardId, card_code, parse_card
 from gaigel.deal import Deal, deal
+from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset, RulesetError, preset
-from gaigel.state import ENGINE_VERSION, GaigelState, HandOutcome, IllegalActionError, Phase, Termination
+from gaigel.state import ENGINE_VERSION, GaigelState, HandOutcome, IllegalActionError, Termination
 
 __version__ = "0.1.0"
 

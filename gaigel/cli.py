@@ -1,4 +1,4 @@
-"""The ``gaigel`` command line: deal, play, selfplay, replay (and the server and arena commands).
+"""The ``gaigel`` command line: deal, play, selfplay, replay, and the commands other packages register.
 
 Every command has ``--help``; bad input gets a one-line error and exit code 2.
 """
@@ -300,23 +300,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMANDS_GROUP = "gaigel.commands"
+"""Entry-point group of the packages that add subcommands: each names a ``register(subparsers)``."""
+
+
 def _extension_commands() -> list[Callable[[Any], None]]:
-    """Commands of the server and arena packages, registered without importing grpc."""
-    out: list[Callable[[Any], None]] = []
-    for module in (
-        "gaigel_server.commands",
-        "gaigel_arena.commands",
-        "gaigel_client.commands",
-        "gaigel_client.bridge_commands",
-    ):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError as e:
-            if e.name and not module.startswith(e.name):
-                raise
-            continue
-        out.append(mod.register)
-    return out
+    """The ``register`` functions of installed packages (the server, harness and arena), in name order.
+
+    Found through entry points, so this engine module never names the packages above it; loading
+    one imports only its commands module (no grpc until a command runs).
+    """
+    from importlib.metadata import entry_points
+
+    found = sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name)
+    return [ep.load() for ep in found]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -336,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the canonical module, not __main__: extension commands raise gaigel.cli.CliError.
+    # Run the canonical module, not __main__: registered commands raise gaigel.cli.CliError.
     from gaigel.cli import main as canonical_main
 
     sys.exit(canonical_main())

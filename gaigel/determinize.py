@@ -16,8 +16,9 @@ from typing import cast
 
 from gaigel.cards import POINTS_OF, RANK_OF, SUIT_MASK, SUIT_OF, CardId, CardMask, cards_of, mask_of
 from gaigel.observation import Observation
+from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset
-from gaigel.state import _BEATS, _HIGHER, _NEVER, _NO_TRUMP, _OTHER_ACE, GaigelState, Phase, trick_winner
+from gaigel.state import _BEATS, _HIGHER, _NEVER, _NO_TRUMP, _OTHER_ACE, GaigelState, trick_winner
 
 _FULL = (1 << 48) - 1
 

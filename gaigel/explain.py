@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gaigel import actions as A
 from gaigel.cards import SUIT_NAMES, SUIT_OF, card_code, cards_of
+from gaigel.phase import Phase
 
 if TYPE_CHECKING:
     from gaigel.state import GaigelState
@@ -16,8 +17,6 @@ if TYPE_CHECKING:
 
 def why_illegal(state: GaigelState, action: int) -> str:
     """Explains why *action* is not among ``state.legal_actions()``."""
-    from gaigel.state import Phase
-
     if not 0 <= action < A.NUM_ACTIONS:
         return f"not an action id (the action space is 0..{A.NUM_ACTIONS - 1})"
     if action in state.legal_actions():

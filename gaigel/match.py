@@ -18,7 +18,7 @@ from typing import Any
 from gaigel.actions import action_label
 from gaigel.deal import Deal, check_seed, deal
 from gaigel.observation import Observation
-from gaigel.record import RecordWriter
+from gaigel.record import RecordError, RecordWriter
 from gaigel.ruleset import Ruleset
 from gaigel.state import GaigelState, HandOutcome
 
@@ -86,6 +86,20 @@ def hand_setup(spec: MatchSpec, k: int) -> tuple[Deal, int, int]:
     else:
         deal_index, dealer = k, (d0 + k) % n
     return deal(spec.seed, deal_index, n, rules.deal_packets), dealer, (dealer + 1) % n
+
+
+def spec_from_record(data: dict[str, Any]) -> MatchSpec:
+    """The match spec a record was played from."""
+    try:
+        return MatchSpec(
+            ruleset=Ruleset.from_dict(data["ruleset"]),
+            seed=data["seed"],
+            hands=data["hands_planned"],
+            bots=tuple(str(s["bot"]) for s in data["seats"]),
+            first_dealer=int(data.get("first_dealer", -1)),
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise RecordError(f"record does not describe a valid match: {e}") from None
 
 
 class MatchScore:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 RECORD_FORMAT = "gaigel-match-record"
 RECORD_VERSION = 1
 PROTOCOL_VERSION = "gaigel.v1"
+"""The protocol package whose action ids a record uses (gaigel_api.PROTOCOL_PACKAGE; tests check they agree)."""
 
 
 class RecordError(ValueError):
@@ -173,19 +174,3 @@ def validate_record(data: Any) -> None:
                 or not isinstance(act.get("hash"), str)
             ):
                 raise RecordError(f"hand {i} action {j} of the record is malformed")
-
-
-def spec_from_record(data: dict[str, Any]) -> MatchSpec:
-    """The match spec a record was played from."""
-    from gaigel.match import MatchSpec
-
-    try:
-        return MatchSpec(
-            ruleset=Ruleset.from_dict(data["ruleset"]),
-            seed=data["seed"],
-            hands=data["hands_planned"],
-            bots=tuple(str(s["bot"]) for s in data["seats"]),
-            first_dealer=int(data.get("first_dealer", -1)),
-        )
-    except (ValueError, KeyError, TypeError) as e:
-        raise RecordError(f"record does not describe a valid match: {e}") from None

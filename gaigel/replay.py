@@ -6,8 +6,8 @@ import dataclasses
 from typing import Any
 
 from gaigel.actions import action_label
-from gaigel.match import MatchScore, hand_setup
-from gaigel.record import RecordError, spec_from_record
+from gaigel.match import MatchScore, hand_setup, spec_from_record
+from gaigel.record import RecordError
 from gaigel.state import GaigelState, IllegalActionError
 
 

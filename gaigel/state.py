@@ -33,6 +33,7 @@ from gaigel.cards import (
     cards_of,
 )
 from gaigel.deal import Deal
+from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset
 
 if TYPE_CHECKING:
@@ -42,21 +43,6 @@ ENGINE_VERSION = "1.0.0"
 STATE_HASH_FORMAT = "gaigel-state-v1"
 """Changes only when the hashed serialisation changes, so that a new engine version that
 plays the same rules still replays old records."""
-
-
-class Phase(enum.IntEnum):
-    """What kind of decision the state waits for."""
-
-    OPENING = 0
-    """The forehand declares the trick-1 opening (RULES.md §4)."""
-    PLAY = 1
-    """The seat to act plays a card (and may meld, rob, ... first)."""
-    AUS_WINDOW = 2
-    """Explicit Aus mode: each seat answers aus or pass after a trick (§10.3)."""
-    MELD_WINDOW = 3
-    """meld.timing = trick_winner: the trick winner may meld before the draw (§6.3)."""
-    TERMINAL = 4
-    """The hand is over; see :meth:`GaigelState.outcome`."""
 
 
 class Termination(enum.Enum):

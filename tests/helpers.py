@@ -18,8 +18,9 @@ from gaigel import actions as A
 from gaigel.actions import action_label, parse_action
 from gaigel.cards import card_code, cards_of, parse_card
 from gaigel.deal import Deal
+from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset
-from gaigel.state import GaigelState, Phase
+from gaigel.state import GaigelState
 
 Cards = str | Sequence[str]
 

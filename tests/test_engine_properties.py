@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from gaigel import actions as A
 from gaigel.cards import ALL_CARDS, POINTS_OF, RANK_OF, SUIT_OF, Rank, card_code, cards_of
 from gaigel.deal import deal
+from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset, preset
-from gaigel.state import GaigelState, IllegalActionError, Phase, Termination
+from gaigel.state import GaigelState, IllegalActionError, Termination
 
 PLAYER_COUNTS = (2, 3, 4, 6)
 CONFIGS = [(name, n) for name in ("default", "parlett") for n in PLAYER_COUNTS]

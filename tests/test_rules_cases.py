@@ -29,8 +29,9 @@ from helpers import (
 from gaigel import actions as A
 from gaigel.cards import DECK_POINTS, POINTS_OF, RANK_OF, SUIT_OF, card_code, parse_card
 from gaigel.deal import deal
+from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset, preset
-from gaigel.state import GaigelState, IllegalActionError, Phase, Termination
+from gaigel.state import GaigelState, IllegalActionError, Termination
 
 
 def rules(players: int, **options: object) -> Ruleset:

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from gaigel.match import MatchSpec, MatchTermination, play_match
 from gaigel.ruleset import Ruleset
-from gaigel_arena.config import ArenaConfig, BotConfig
+from gaigel_arena.config import BotConfig
 
 __all__ = [
     "Executor",
@@ -41,7 +41,6 @@ __all__ = [
     "LocalExecutor",
     "MatchJob",
     "MatchOutcome",
-    "make_executor",
     "play_house_match",
     "play_local_match",
 ]
@@ -198,39 +197,3 @@ class InlineExecutor:
 
     def shutdown(self) -> None:
         pass
-
-
-def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:
-    """The executor for *config*: local when every bot is a house bot, else gRPC.
-
-    *kind* is ``auto``, ``local``, ``inline``, ``grpc`` or ``ray`` (never chosen by
-    ``auto``; it connects to ``config.ray_address``).
-
-    :raises ValueError: for an unknown kind, or a local, inline or ray executor with
-        non-house bots.
-    :raises NotImplementedError: when the gRPC executor is needed but gaigel_server is
-        missing, for remote bots (not supported yet), or for the ray executor without Ray.
-    :raises gaigel_arena.ray_executor.RayConnectError: when the Ray cluster cannot be reached.
-    """
-    only_house = all(b.kind == "house" for b in config.bots)
-    if kind == "auto":
-        kind = "local" if only_house else "grpc"
-    if kind in ("local", "inline") and not only_house:
-        raise ValueError(f"the {kind} executor plays house bots only; this arena has command or remote bots")
-    if kind == "local":
-        return LocalExecutor(workers)
-    if kind == "inline":
-        return InlineExecutor()
-    if kind == "grpc":
-        try:
-            from gaigel_arena.grpc_executor import GrpcExecutor
-        except ImportError as e:
-            raise NotImplementedError(
-                f"the gRPC executor needs the server package (gaigel_server), which cannot be imported: {e}"
-            ) from None
-        return GrpcExecutor(config, workers)
-    if kind == "ray":
-        from gaigel_arena.ray_executor import RayExecutor  # imports Ray itself only when constructed
-
-        return RayExecutor(config, workers, config.ray_address)
-    raise ValueError(f"unknown executor {kind!r} (known: auto, local, inline, grpc, ray)")

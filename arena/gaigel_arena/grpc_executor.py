@@ -123,8 +123,8 @@ class GrpcExecutor:
             raise NotImplementedError(
                 f"remote bots ({', '.join(remote)}) need a published server; not supported by the arena yet"
             )
+        from gaigel_server.clock import Clock
         from gaigel_server.server import ServerConfig
-        from gaigel_server.table import Clock
 
         self.workers = workers
         self._config = config

@@ -20,14 +20,22 @@ from typing import TextIO
 import structlog
 
 from gaigel_arena.config import ArenaConfig
-from gaigel_arena.executors import Executor, MatchJob, MatchOutcome, make_executor
+from gaigel_arena.executors import Executor, InlineExecutor, LocalExecutor, MatchJob, MatchOutcome
 from gaigel_arena.journal import DbTarget, Journal, redact_url, resolve_db
 from gaigel_arena.metrics import ArenaMetrics
 from gaigel_arena.ratings import GameResult, Standings, build_standings
 from gaigel_arena.results import pairwise_results
 from gaigel_arena.schedule import ScheduledMatch, build_schedule
 
-__all__ = ["ArenaError", "Progress", "RunSummary", "journal_results", "run_arena", "standings_from_journal"]
+__all__ = [
+    "ArenaError",
+    "Progress",
+    "RunSummary",
+    "journal_results",
+    "make_executor",
+    "run_arena",
+    "standings_from_journal",
+]
 
 MAX_ATTEMPTS = 3
 """A match that fails (void) this many times in one run stops the arena."""
@@ -325,3 +333,39 @@ def _drive(
 
 
 _KNOWN: frozenset[str] = frozenset({"completed", "forfeit", "aborted", "cancelled"})
+
+
+def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:
+    """The executor for *config*: local when every bot is a house bot, else gRPC.
+
+    *kind* is ``auto``, ``local``, ``inline``, ``grpc`` or ``ray`` (never chosen by
+    ``auto``; it connects to ``config.ray_address``).
+
+    :raises ValueError: for an unknown kind, or a local, inline or ray executor with
+        non-house bots.
+    :raises NotImplementedError: when the gRPC executor is needed but gaigel_server is
+        missing, for remote bots (not supported yet), or for the ray executor without Ray.
+    :raises gaigel_arena.ray_executor.RayConnectError: when the Ray cluster cannot be reached.
+    """
+    only_house = all(b.kind == "house" for b in config.bots)
+    if kind == "auto":
+        kind = "local" if only_house else "grpc"
+    if kind in ("local", "inline") and not only_house:
+        raise ValueError(f"the {kind} executor plays house bots only; this arena has command or remote bots")
+    if kind == "local":
+        return LocalExecutor(workers)
+    if kind == "inline":
+        return InlineExecutor()
+    if kind == "grpc":
+        try:
+            from gaigel_arena.grpc_executor import GrpcExecutor
+        except ImportError as e:
+            raise NotImplementedError(
+                f"the gRPC executor needs the server package (gaigel_server), which cannot be imported: {e}"
+            ) from None
+        return GrpcExecutor(config, workers)
+    if kind == "ray":
+        from gaigel_arena.ray_executor import RayExecutor  # imports Ray itself only when constructed
+
+        return RayExecutor(config, workers, config.ray_address)
+    raise ValueError(f"unknown executor {kind!r} (known: auto, local, inline, grpc, ray)")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from google.protobuf import duration_pb2
+
 from gaigel import actions as A
 from gaigel.cards import CODE_OF, POINTS_OF, CardId
 from gaigel.observation import Observation
@@ -19,6 +21,7 @@ from gaigel.state import GaigelState, HandOutcome, Termination
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
+from gaigel_server.clock import Clock
 
 FACE_DOWN_OPENINGS = (Opening.ANDERE_ALTE, Opening.HOEHER_HAT, Opening.TRUMPF_HOEHER)
 
@@ -384,3 +387,37 @@ __all__ = [
     "observation",
     "side_results",
 ]
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    """A Duration of *seconds* (negative values clamp to zero)."""
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(max(0, int(seconds * 1e9)))
+    return d
+
+
+def clock(c: Clock) -> cm.ClockSettings:
+    """The ClockSettings message of *c*."""
+    return cm.ClockSettings(
+        decision_time=duration(c.decision_time),
+        bank=duration(c.bank),
+        strikes_limit=c.strikes_limit,
+        resume_grace=duration(c.resume_grace),
+    )
+
+
+def merge_clock(base: Clock, msg: cm.ClockSettings | None) -> Clock:
+    """*base* with the fields set in *msg* replaced.
+
+    :raises ValueError: a value out of range, naming the field.
+    """
+    if msg is None:
+        return base
+    changes: dict[str, float | int] = {}
+    for name in ("decision_time", "bank", "resume_grace"):
+        if msg.HasField(name):
+            d = getattr(msg, name)
+            changes[name] = d.seconds + d.nanos / 1e9
+    if msg.HasField("strikes_limit"):
+        changes["strikes_limit"] = msg.strikes_limit
+    return base.replaced(**changes)

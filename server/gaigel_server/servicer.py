@@ -20,15 +20,17 @@ from google.protobuf.message import DecodeError
 from gaigel.bots import HOUSE_BOTS, make_bot
 from gaigel.match import Bot, MatchSpec
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
-from gaigel_server import PROTOCOL_VERSION, SERVER_VERSION
+from gaigel_server import SERVER_VERSION, codec
 from gaigel_server.auth import HOUSE_PREFIX, AuthError, BotRegistry, bearer_token, tokens_equal
+from gaigel_server.clock import Clock
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import Abort, Answer, BotSession, Stream
-from gaigel_server.table import ENDED, RUNNING, WAITING, Clock, Lobby, ServiceError, Table
+from gaigel_server.table import ENDED, RUNNING, WAITING, Lobby, ServiceError, Table
 
 _STATE_NAMES = {ms.MATCH_STATE_WAITING: WAITING, ms.MATCH_STATE_RUNNING: RUNNING, ms.MATCH_STATE_ENDED: ENDED}
 MAX_PAGE = 1000
@@ -428,7 +430,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         if not -1 <= first_dealer < n:
             raise ValueError(f"first_dealer_seat must be a seat 0..{n - 1} (or absent), got {first_dealer}")
         spec = MatchSpec(ruleset=rules, seed=seed, hands=request.hands, bots=tuple(bots), first_dealer=first_dealer)
-        clock = self.default_clock.merged(request.clock if request.HasField("clock") else None)
+        clock = codec.merge_clock(self.default_clock, request.clock if request.HasField("clock") else None)
         table = Table(self.lobby, secrets.token_hex(8), spec, clock, name, house, request.request_id)
         table.withhold_seed = request.withhold_seed
         return table

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import hmac
 import json
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf import timestamp_pb2
 
 from gaigel import actions as A
 from gaigel.match import Bot, DecisionRequest, MatchScore, MatchSpec, hand_setup
@@ -35,6 +34,7 @@ from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import codec
+from gaigel_server.clock import Clock
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import Abort, Answer, BotSession
@@ -50,57 +50,6 @@ class ServiceError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-MAX_CLOCK_SECONDS = 7 * 24 * 3600
-"""The longest decision time, bank or resume grace a match may set (and timers can hold)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Clock:
-    """Clocks and limits of one match (DESIGN.md, Policies)."""
-
-    decision_time: float = 2.0
-    bank: float = 30.0
-    strikes_limit: int = 3
-    resume_grace: float = 20.0
-
-    def to_proto(self) -> cm.ClockSettings:
-        """The ClockSettings message."""
-        return cm.ClockSettings(
-            decision_time=_duration(self.decision_time),
-            bank=_duration(self.bank),
-            strikes_limit=self.strikes_limit,
-            resume_grace=_duration(self.resume_grace),
-        )
-
-    def merged(self, msg: cm.ClockSettings | None) -> Clock:
-        """This clock with the fields set in *msg* replaced."""
-        if msg is None:
-            return self
-        changes: dict[str, Any] = {}
-        for name in ("decision_time", "bank", "resume_grace"):
-            if msg.HasField(name):
-                d = getattr(msg, name)
-                value = d.seconds + d.nanos / 1e9
-                if not 0 <= value <= MAX_CLOCK_SECONDS:
-                    raise ValueError(f"clock.{name} must be 0 to {MAX_CLOCK_SECONDS} s (one week), got {value:g} s")
-                changes[name] = value
-        if msg.HasField("strikes_limit"):
-            if msg.strikes_limit < 0:
-                raise ValueError("clock.strikes_limit must not be negative")
-            changes["strikes_limit"] = msg.strikes_limit
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form, for the match record."""
-        return dataclasses.asdict(self)
-
-
-def _duration(seconds: float) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(max(0, int(seconds * 1e9)))
-    return d
 
 
 def _now_ts() -> timestamp_pb2.Timestamp:
@@ -193,7 +142,7 @@ class Table:
             ruleset_json=_json(rules.to_dict()),
             hands=self.spec.hands,
             first_dealer_seat=self.spec.first_dealer % rules.players,
-            clock=self.clock.to_proto(),
+            clock=codec.clock(self.clock),
             hands_played=self.score.hands_played,
             request_id=self.request_id,
             create_time=self.create_time,
@@ -464,7 +413,7 @@ class Table:
                     ruleset_json=_json(rules.to_dict()),
                     hands=spec.hands,
                     first_dealer_seat=spec.first_dealer % spec.players,
-                    clock=self.clock.to_proto(),
+                    clock=codec.clock(self.clock),
                     resume_token=self.resume_tokens[seat],
                 ),
             )
@@ -553,8 +502,8 @@ class Table:
             decision_id=did,
             legal_actions=[codec.legal_action(a) for a in legal],
             observation=codec.observation(state.observation(seat), k, self.tricks_cache),
-            time_left=_duration(decision_time),
-            bank_left=_duration(bank),
+            time_left=codec.duration(decision_time),
+            bank_left=codec.duration(bank),
         )
         strikes_before = self.strikes[seat]
         was_connected = sess.connected

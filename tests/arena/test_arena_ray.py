@@ -20,10 +20,9 @@ import pytest
 
 from gaigel.cli import main
 from gaigel_arena.config import ConfigError, parse_config
-from gaigel_arena.executors import make_executor
 from gaigel_arena.journal import Journal
 from gaigel_arena.ray_executor import RayConnectError, RayExecutor, check_reachable
-from gaigel_arena.runner import run_arena
+from gaigel_arena.runner import make_executor, run_arena
 
 SMALL: dict[str, Any] = {
     "arena": {"name": "ray small", "seed": 23, "sets_per_pairing": 3, "workers": 2},

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gaigel_client.chaos import EXPECTED_REASONS, FAULT_KINDS, ChaosSpec, claim_resume_file, garbage_bytes
 from gaigel_client.errors import ConfigError
+from gaigel_harness.chaos import EXPECTED_REASONS, FAULT_KINDS, ChaosSpec, claim_resume_file, garbage_bytes
 
 pytest.importorskip("gaigel_server.server")
 

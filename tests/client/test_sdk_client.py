@@ -551,7 +551,7 @@ def test_stdio_bridge_sends_no_late_answer_after_the_timeout(serve: Any) -> None
     """A stdio bot answering after the deadline: the bridge sends nothing for that decision (no stale strike)."""
     import io
 
-    from gaigel_client.stdio import StdioBot
+    from gaigel_harness.stdio import StdioBot
 
     got: list[pb.Action] = []
 

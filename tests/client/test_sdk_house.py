@@ -17,8 +17,8 @@ from gaigel.ruleset import Ruleset, preset
 from gaigel.state import GaigelState
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import common_pb2, game_pb2
-from gaigel_client import commands
-from gaigel_client.house import HouseBotAdapter, engine_observation
+from gaigel_harness import commands
+from gaigel_harness.house import HouseBotAdapter, engine_observation
 
 FAST: dict[str, Any] = {"initial_backoff": 0.02, "max_backoff": 0.1, "connect_timeout": 5.0}
 

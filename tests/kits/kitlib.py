@@ -15,13 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIENT_ROOT = ROOT / "clients" / "python"
 BOTS = Path(__file__).resolve().parent / "bots"
-
-try:
-    import gaigel_client  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(CLIENT_ROOT))
 
 GAIGEL = [sys.executable, "-m", "gaigel.cli"]
 
@@ -39,5 +33,4 @@ def need(*tools: str) -> None:
 
 
 def run(args: list[str], timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(CLIENT_ROOT), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
+    return subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=timeout)

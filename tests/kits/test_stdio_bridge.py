@@ -11,7 +11,7 @@ from gaigel.deal import deal
 from gaigel.ruleset import preset
 from gaigel.state import GaigelState
 from gaigel_api.v1 import bot_service_pb2 as pb
-from gaigel_client.stdio import decision_line, event_line, friendly, parse_answer
+from gaigel_harness.stdio import decision_line, event_line, friendly, parse_answer
 from gaigel_server import codec
 
 PY_BOT = [sys.executable, str(BOTS / "stdio_first.py")]

@@ -19,8 +19,8 @@ from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+from gaigel_server.clock import Clock
 from gaigel_server.server import GaigelServer, ServerConfig, create_server
-from gaigel_server.table import Clock
 
 ADMIN = "admin-token-for-tests"
 BOTS = {"alpha": "alpha-token-123", "beta": "beta-token-4567", "gamma": "gamma-token-890"}

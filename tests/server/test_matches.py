@@ -9,8 +9,7 @@ import pytest
 from google.protobuf.message import Message
 from srvkit import Admin, ScriptedBot, admin_md, run, running_server
 
-from gaigel.match import hand_setup
-from gaigel.record import spec_from_record
+from gaigel.match import hand_setup, spec_from_record
 from gaigel.replay import replay
 from gaigel.state import GaigelState
 from gaigel_api.v1 import common_pb2 as cm

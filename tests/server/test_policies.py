@@ -11,7 +11,7 @@ from srvkit import Admin, ScriptedBot, run, running_server
 from gaigel.replay import replay
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
-from gaigel_server.table import Clock
+from gaigel_server.clock import Clock
 
 
 def illegal_id(req: bs.DecisionRequest) -> int:

@@ -49,7 +49,7 @@ from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_server import auth
-from gaigel_server.table import Clock
+from gaigel_server.clock import Clock
 
 GAIGEL = [sys.executable, "-c", "import sys; from gaigel.cli import main; sys.exit(main(sys.argv[1:]))"]
 URLSAFE = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
+from gaigel_api import PROTOCOL_VERSION
 from gaigel_client.bot import Bot
-from gaigel_client.client import DEFAULT_SERVER, PROTOCOL_VERSION, run
+from gaigel_client.client import DEFAULT_SERVER, run
 from gaigel_client.errors import ConfigError, ConnectionLostError, GaigelClientError, ServerError
 from gaigel_client.view import ObservationView, legal_action_ids, observation_view
 

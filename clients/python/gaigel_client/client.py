@@ -21,12 +21,12 @@ from typing import Any
 
 import grpc
 
+from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_client.bot import Bot
 from gaigel_client.errors import ConfigError, ConnectionLostError, ServerError
 
-PROTOCOL_VERSION = 1
 DEFAULT_SERVER = "127.0.0.1:50051"
 
 log = logging.getLogger("gaigel_client")

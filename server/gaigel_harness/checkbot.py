@@ -38,12 +38,14 @@ from typing import IO, Any
 
 import grpc
 
+from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
+from gaigel_server import codec
+from gaigel_server.clock import Clock
 
-PROTOCOL_VERSION = 1
 BOT_NAME = "candidate"
 PLAYERS = 2
 SEAT = 1  # the candidate's seat in the scripted match (not 0, to catch bots that assume it)
@@ -142,7 +144,6 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         from gaigel.deal import deal
         from gaigel.ruleset import preset
         from gaigel.state import GaigelState
-        from gaigel_server import codec
 
         self.codec = codec
         self.results = results
@@ -229,8 +230,8 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             decision_id=did,
             legal_actions=[self.codec.legal_action(a) for a in legal],
             observation=self.codec.observation(self.state.observation(SEAT), 0),
-            time_left=_duration(self.deadline),
-            bank_left=_duration(self.bank),
+            time_left=codec.duration(self.deadline),
+            bank_left=codec.duration(self.bank),
         )
         return self._msg(decision_request=req), legal
 
@@ -282,13 +283,11 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             welcome=pb.Welcome(
                 session_id="check-1",
                 bot_name=BOT_NAME,
-                protocol_version=1,
+                protocol_version=PROTOCOL_VERSION,
                 server_version="check-bot",
                 max_message_bytes=65536,
             ),
         )
-        from gaigel_server.table import Clock
-
         clock = Clock(decision_time=self.deadline, bank=self.bank, strikes_limit=3, resume_grace=self.grace)
         sides = [
             cm.Side(
@@ -311,7 +310,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                 ruleset_json=json.dumps(self.rules.to_dict(), sort_keys=True),
                 hands=1,
                 first_dealer_seat=self.dealer,
-                clock=clock.to_proto(),
+                clock=codec.clock(clock),
                 resume_token=self.resume_token,
             )
         )
@@ -445,14 +444,6 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         return again
 
 
-def _duration(seconds: float) -> Any:
-    from google.protobuf import duration_pb2
-
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(int(seconds * 1e9))
-    return d
-
-
 def _phase(state: Any) -> str:
     return str(state.phase.name).lower() if hasattr(state, "phase") else "?"
 
@@ -555,8 +546,7 @@ def _seat0_has_meld_and_seven(seed: int, rules: Any) -> bool:
 def _kinds_faced(record: dict[str, Any], seat: int) -> dict[str, int]:
     """Decision kinds *seat* faced in *record* (replayed with the engine)."""
     from gaigel import actions as A
-    from gaigel.match import hand_setup
-    from gaigel.record import spec_from_record
+    from gaigel.match import hand_setup, spec_from_record
     from gaigel.state import GaigelState
 
     spec = spec_from_record(record)
@@ -589,7 +579,6 @@ async def _real_match(
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, create_server
     from gaigel_server.servicer import MatchServicer
-    from gaigel_server.table import Clock
 
     configure_logging("warning" if verbose else "error")
     clock = Clock(decision_time=deadline, bank=deadline, strikes_limit=3, resume_grace=5.0)

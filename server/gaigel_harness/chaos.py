@@ -88,7 +88,7 @@ __all__ = [
     "run_chaos",
 ]
 
-log = logging.getLogger("gaigel_client.chaos")
+log = logging.getLogger("gaigel_harness.chaos")
 
 FAULT_KINDS = ("timeout", "illegal", "stale", "garbage", "disconnect", "crash")
 """Every fault the bot can inject, in the order the cumulative draw tests them."""

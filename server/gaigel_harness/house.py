@@ -20,7 +20,7 @@ from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import common_pb2, game_pb2
 from gaigel_client.bot import Bot
 
-log = logging.getLogger("gaigel_client.house")
+log = logging.getLogger("gaigel_harness.house")
 
 _PHASES = {
     game_pb2.PHASE_OPENING: "opening",

@@ -1,6 +1,6 @@
-"""The ``gaigel bot NAME`` and ``gaigel chaos-bot`` commands: bots that play over gRPC.
+"""The harness's commands: ``bot``, ``chaos-bot``, ``stdio-bot``, ``check-bot``, ``try`` and ``rematch``.
 
-Registered by ``gaigel.cli`` as an extension module; grpc is imported only when the
+Registered through the ``gaigel.commands`` entry point; grpc is imported only when a
 command runs.
 """
 
@@ -11,9 +11,12 @@ import logging
 import sys
 from typing import Any
 
+from gaigel.cli import CliError
+from gaigel_harness import trial
+
 
 def register(subparsers: Any) -> None:
-    """Adds ``bot`` to the ``gaigel`` command line."""
+    """Adds the harness's commands to the ``gaigel`` subparsers."""
     p = subparsers.add_parser(
         "bot",
         help="connect a house bot to a server over gRPC",
@@ -41,6 +44,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="log every reconnect and rejection")
     p.set_defaults(func=cmd_bot)
     _register_chaos(subparsers)
+    _register_bridge(subparsers)
+    trial.register(subparsers)
 
 
 def _register_chaos(subparsers: Any) -> None:
@@ -104,7 +109,7 @@ def cmd_bot(args: argparse.Namespace) -> int:
     """Runs the house bot; exit 0 when done, 1 when the server refused or stayed unreachable."""
     from gaigel_client.client import run
     from gaigel_client.errors import GaigelClientError
-    from gaigel_client.house import HouseBotAdapter
+    from gaigel_harness.house import HouseBotAdapter
 
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
@@ -123,8 +128,8 @@ def cmd_chaos_bot(args: argparse.Namespace) -> int:
     """Runs the chaos bot; exit 0 when done, 1 when the server refused or stayed unreachable."""
     import os
 
-    from gaigel_client.chaos import ChaosSpec, run_chaos
     from gaigel_client.errors import GaigelClientError
+    from gaigel_harness.chaos import ChaosSpec, run_chaos
 
     # The SDK warns about every rejection and reconnect; here they are on purpose (and in the fault log).
     logging.basicConfig(
@@ -149,3 +154,78 @@ def cmd_chaos_bot(args: argparse.Namespace) -> int:
         return 1
     print(f"gaigel chaos-bot: played {played} match{'es' if played != 1 else ''}", file=sys.stderr)
     return 0
+
+
+def _command(args: argparse.Namespace, what: str) -> list[str]:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise CliError(f"give the bot command after --, e.g. gaigel {what} -- bash clients/stdio/random_bot.sh")
+    return cmd
+
+
+def _register_bridge(sub: Any) -> None:
+    """stdio-bot and check-bot."""
+    p = sub.add_parser(
+        "stdio-bot",
+        help="connect a bot that speaks JSON lines on stdin/stdout",
+        description="Join a server as a bot (like `gaigel bot`), launch CMD and relay the session to it as JSON "
+        "lines: one line per server message on CMD's stdin, one answer line per decision on its stdout "
+        "(docs/stdio-protocol.md). The server, token and bot name default to $GAIGEL_SERVER, $GAIGEL_TOKEN and "
+        "$GAIGEL_BOT_NAME.",
+    )
+    p.add_argument("--server", default=None, metavar="HOST:PORT", help="server address (default $GAIGEL_SERVER)")
+    p.add_argument("--token", default=None, help="bot token (default $GAIGEL_TOKEN)")
+    p.add_argument("--bot-name", default=None, help="registered bot name (default $GAIGEL_BOT_NAME)")
+    p.add_argument("--matches", type=int, default=None, metavar="N", help="leave after N matches")
+    p.add_argument("--secure", action="store_true", help="connect with TLS")
+    p.add_argument("-v", "--verbose", action="store_true", help="log reconnects and rejections")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
+    p.set_defaults(func=cmd_stdio_bot)
+
+    p = sub.add_parser(
+        "check-bot",
+        help="run a bot command through the conformance checks",
+        description="Start a scripted server and a real server with short clocks, launch CMD (with GAIGEL_SERVER, "
+        "GAIGEL_TOKEN and GAIGEL_BOT_NAME set) several times and check the protocol: Join, every decision kind, "
+        "recovery after ActionRejected, answer time, Resume after a dropped stream, exit after MatchEnd. Prints "
+        "PASS/FAIL per check; exit 0 only when all pass.",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="time per decision the bot must answer within (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-matches", type=int, default=8, help="real matches to try for decision coverage (default %(default)s)"
+    )
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the bot's stderr and the server's log")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
+    p.set_defaults(func=cmd_check_bot)
+
+
+def cmd_stdio_bot(args: argparse.Namespace) -> int:
+    """gaigel stdio-bot."""
+    from gaigel_harness.stdio import run_stdio_bot
+
+    cmd = _command(args, "stdio-bot")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    return run_stdio_bot(
+        cmd, server=args.server, token=args.token, name=args.bot_name, matches=args.matches, secure=args.secure
+    )
+
+
+def cmd_check_bot(args: argparse.Namespace) -> int:
+    """gaigel check-bot."""
+    from gaigel_harness.checkbot import run_checks
+
+    cmd = _command(args, "check-bot")
+    return run_checks(
+        cmd, deadline=args.deadline, max_matches=args.max_matches, as_json=args.json, verbose=args.verbose
+    )

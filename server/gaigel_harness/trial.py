@@ -1,0 +1,434 @@
+"""``gaigel try`` and ``gaigel rematch``: one match of a bot command against house bots, on an
+in-process server or a running one, and a recorded match played again."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import sys
+import time
+from typing import Any
+
+from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ruleset_from_args, seconds_arg, seed_arg
+from gaigel_server.clock import Clock
+from gaigel_server.commands import add_clock_args, clock_from_args, clock_options
+
+HOUSE_CHOICES = ("random", "first")
+
+
+def register(sub: Any) -> None:
+    """Adds ``try`` and ``rematch`` to the ``gaigel`` subparsers."""
+    p = sub.add_parser(
+        "try",
+        help="test a bot command against house bots",
+        description="Start a server in-process (or, with --server, use a running one: register a fresh bot name "
+        "there with the admin token), launch CMD with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set, play one "
+        "match against house bots, print the result and every fault of the bot. Exit 0 only when the match "
+        "completed without a fault of the bot.",
+    )
+    p.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        default=None,
+        help="play on this running server instead of an in-process one (needs the admin token)",
+    )
+    p.add_argument(
+        "--admin-token",
+        default=None,
+        help="MatchService token of --server (default: env GAIGEL_ADMIN_TOKEN)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="connect to --server with TLS (the bot command must then use TLS itself)",
+    )
+    p.add_argument("--ca-cert", metavar="PEM", help="CA certificate(s) to verify --server with (implies --tls)")
+    p.add_argument("--players", type=players_arg, default=2, help="2, 3, 4 or 6 (default %(default)s)")
+    p.add_argument("--hands", type=positive_int, default=2, help="number of hands (default %(default)s)")
+    p.add_argument("--seed", type=seed_arg, default=None, help="match seed (default random)")
+    p.add_argument(
+        "--house", choices=HOUSE_CHOICES, default="random", help="house bot for the other seats (default %(default)s)"
+    )
+    p.add_argument(
+        "--time-limit", type=seconds_arg, default=120.0, help="seconds for the whole try (default %(default)s)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_ruleset_args(p)
+    add_clock_args(p, server_defaults=True)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
+    p.set_defaults(func=cmd_try)
+
+    p = sub.add_parser(
+        "rematch",
+        help="play a recorded match again and report the first different decision",
+        description="Play the bots of RECORD again on the same seed (house bots in-process, others by --bots NAME=CMD) "
+        "and report the first decision where a bot now differs. Exit 0 when nothing differs, 1 otherwise.",
+    )
+    p.add_argument("record", help="a JSON match record")
+    p.add_argument(
+        "--bots", action="append", default=[], metavar="NAME=CMD", help="command of a non-house bot (repeatable)"
+    )
+    p.add_argument(
+        "--time-limit", type=seconds_arg, default=300.0, help="seconds for the rematch (default %(default)s)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_rematch)
+
+
+# --- try --------------------------------------------------------------------------------
+
+
+async def _start_bot(cmd: list[str], address: str, name: str, token: str) -> asyncio.subprocess.Process:
+    env = dict(os.environ, GAIGEL_SERVER=address, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
+    try:
+        return await asyncio.create_subprocess_exec(*cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
+    except OSError as e:
+        raise CliError(f"cannot start bot command {' '.join(cmd)!r}: {e.strerror}") from None
+
+
+async def _stop_bot(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), 2.0)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+async def _play_on_server(
+    seat_bots: list[str],
+    commands: dict[str, list[str]],
+    seed: int,
+    hands: int,
+    rules_json: str,
+    first_dealer: int,
+    clock: Any,
+    time_limit: float,
+    preset_name: str = "default",
+) -> tuple[dict[str, Any], list[str]]:
+    """Runs one match on an in-process server; non-house bots are launched from *commands* (one process per seat)."""
+    from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_server.logging import configure_logging
+    from gaigel_server.server import ServerConfig, create_server
+
+    configure_logging("warning")
+    config = ServerConfig(clock=clock)
+    server, port = create_server("127.0.0.1:0", config)
+    await server.start()
+    procs: list[asyncio.subprocess.Process] = []
+    notes: list[str] = []
+    try:
+        tokens = {name: server.bots.register(name) for name in commands}
+        for name in seat_bots:
+            if name in commands:
+                procs.append(await _start_bot(commands[name], f"127.0.0.1:{port}", name, tokens[name]))
+        servicer = _match_servicer(server)
+        request = ms.CreateMatchRequest(
+            players=len(seat_bots),
+            seat_bots=seat_bots,
+            hands=hands,
+            seed=seed,
+            ruleset_preset=preset_name,
+            ruleset_overrides_json=rules_json,
+            first_dealer_seat=first_dealer,
+        )
+        table = servicer.build_table(request)
+        server.lobby.add_table(table)
+        deadline = time.monotonic() + time_limit
+        while table.state != "ended":
+            if time.monotonic() > deadline:
+                notes.append(f"time limit of {time_limit:g} s reached: match cancelled")
+                server.lobby.cancel(table, "cancelled", "time limit")
+                if table.task is not None:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await table.task
+                break
+            if table.state == "waiting" and procs and all(p.returncode is not None for p in procs):
+                notes.append(f"the bot exited with code {procs[0].returncode} before the match started")
+                server.lobby.cancel(table, "cancelled", "bot exited")
+                break
+            await asyncio.sleep(0.05)
+        assert table.record is not None
+        return table.record, notes
+    finally:
+        for proc in procs:
+            await _stop_bot(proc)
+        await server.stop(1.0)
+
+
+def _match_servicer(server: Any) -> Any:
+    from gaigel_server.servicer import MatchServicer
+
+    return MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, server.config.clock)
+
+
+RPC_TIMEOUT = 10.0
+"""Seconds for one MatchService call of ``gaigel try --server``."""
+
+
+def _rpc_error(address: str, what: str, e: Any) -> CliError:
+    """A one-line CliError for a failed MatchService call."""
+    import grpc
+
+    code = e.code()
+    details = " ".join((e.details() or "").split())
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return CliError(f"cannot reach the server at {address} ({code.name}): {details}")
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return CliError(f"the server at {address} refused the admin token: {details}")
+    return CliError(f"{what} failed on {address} ({code.name}): {details}")
+
+
+def _admin_channel(args: argparse.Namespace) -> Any:
+    import grpc
+
+    if not (args.tls or args.ca_cert):
+        return grpc.aio.insecure_channel(args.server)
+    roots = None
+    if args.ca_cert:
+        try:
+            with open(args.ca_cert, "rb") as f:
+                roots = f.read()
+        except OSError as e:
+            raise CliError(f"cannot read --ca-cert {args.ca_cert}: {e.strerror}") from None
+    return grpc.aio.secure_channel(args.server, grpc.ssl_channel_credentials(root_certificates=roots))
+
+
+async def _try_on_remote_server(
+    args: argparse.Namespace, cmd: list[str], rules: Any, seed: int
+) -> tuple[dict[str, Any], list[str]]:
+    """``gaigel try --server``: registers a fresh bot name, launches *cmd* as that bot, creates the match
+    against house bots, waits for its end (cancelling it at the time limit) and fetches its record."""
+    import grpc
+
+    from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+
+    address = args.server
+    token = args.admin_token or os.environ.get("GAIGEL_ADMIN_TOKEN", "")
+    if not token:
+        raise CliError("--server needs the server's admin token: give --admin-token or set GAIGEL_ADMIN_TOKEN")
+    metadata = (("authorization", f"Bearer {token}"),)
+    deadline = time.monotonic() + args.time_limit
+    notes: list[str] = []
+    async with _admin_channel(args) as channel:
+        stub = ms_grpc.MatchServiceStub(channel)
+
+        async def call(what: str, request: Any) -> Any:
+            try:
+                return await getattr(stub, what)(request, metadata=metadata, timeout=RPC_TIMEOUT)
+            except grpc.aio.AioRpcError as e:
+                raise _rpc_error(address, what, e) from None
+
+        name = f"try-{secrets.token_hex(4)}"
+        bot_token = (await call("RegisterBot", ms.RegisterBotRequest(bot_name=name))).bot_token
+        request = ms.CreateMatchRequest(
+            players=rules.players,
+            seat_bots=[name] + [f"house:{args.house}"] * (rules.players - 1),
+            hands=args.hands,
+            seed=seed,
+            ruleset_preset=args.rules,
+            ruleset_overrides_json=json.dumps(rules.to_dict()),
+            first_dealer_seat=0,
+        )
+        for field, value in clock_options(args).items():  # the others are left to the server
+            if field == "strikes_limit":
+                request.clock.strikes_limit = value
+            else:
+                getattr(request.clock, field).FromNanoseconds(int(value * 1e9))
+        proc = await _start_bot(cmd, address, name, bot_token)
+        try:
+            match = (await call("CreateMatch", request)).match
+            while match.state != ms.MATCH_STATE_ENDED:
+                reason = ""
+                if time.monotonic() > deadline:
+                    notes.append(f"time limit of {args.time_limit:g} s reached: match cancelled")
+                    reason = "time limit"
+                elif match.state == ms.MATCH_STATE_WAITING and proc.returncode is not None:
+                    notes.append(f"the bot exited with code {proc.returncode} before the match started")
+                    reason = "bot exited"
+                if reason:
+                    try:
+                        cancel = ms.CancelMatchRequest(match_id=match.match_id, reason=reason)
+                        match = (await stub.CancelMatch(cancel, metadata=metadata, timeout=RPC_TIMEOUT)).match
+                    except grpc.aio.AioRpcError as e:
+                        if e.code() is not grpc.StatusCode.FAILED_PRECONDITION:  # else it ended meanwhile
+                            raise _rpc_error(address, "CancelMatch", e) from None
+                    ended_by = time.monotonic() + RPC_TIMEOUT
+                    while match.state != ms.MATCH_STATE_ENDED and time.monotonic() < ended_by:
+                        await asyncio.sleep(0.1)
+                        match = (await call("GetMatch", ms.GetMatchRequest(match_id=match.match_id))).match
+                    break
+                await asyncio.sleep(0.1)
+                match = (await call("GetMatch", ms.GetMatchRequest(match_id=match.match_id))).match
+            record_json = (await call("GetMatchRecord", ms.GetMatchRecordRequest(match_id=match.match_id))).record_json
+        finally:
+            await _stop_bot(proc)
+    return json.loads(record_json), notes
+
+
+def _report_try(args: argparse.Namespace, seed: int, record: dict[str, Any], notes: list[str]) -> int:
+    """Prints the outcome of ``gaigel try`` for the candidate in seat 0; the exit code."""
+    result = record.get("result") or {}
+    termination = result.get("termination", "?")
+    faults = [f for f in record.get("faults", []) if f["seat"] == 0]
+    ok = termination == "completed" and not faults and not notes
+    if args.json:
+        print(
+            json.dumps(
+                {"ok": ok, "seed": seed, "termination": termination, "result": result, "faults": faults, "notes": notes}
+            )
+        )
+    else:
+        print(f"match {record.get('match_id')} seed {seed}: {termination}, {result.get('hands_played', 0)} hands")
+        for side in result.get("sides", []):
+            print(
+                f"side {side['side']} seats {side['seats']} ({', '.join(side['bots'])}): hands won {side['hands_won']}, dashes {side['dashes']}"
+            )
+        for f in faults:
+            where = f"hand {f['hand']} step {f['step']}" if f.get("hand") is not None else "between hands"
+            print(f"fault {f['reason']} ({where}): {f['message']}")
+        for note in notes:
+            print(f"note: {note}")
+        print("ok: the bot completed the match without a fault" if ok else "FAILED: see the faults above")
+    return 0 if ok else 1
+
+
+def cmd_try(args: argparse.Namespace) -> int:
+    """gaigel try."""
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise CliError("give the bot command after --, e.g. gaigel try --players 2 -- python my_bot.py")
+    rules = ruleset_from_args(args)
+    seed = args.seed if args.seed is not None else secrets.randbits(64)
+    if args.server:
+        record, notes = asyncio.run(_try_on_remote_server(args, cmd, rules, seed))
+    else:
+        if args.tls or args.ca_cert or args.admin_token:
+            raise CliError("--admin-token, --tls and --ca-cert go with --server")
+        seats = ["candidate"] + [f"house:{args.house}"] * (rules.players - 1)
+        record, notes = asyncio.run(
+            _play_on_server(
+                seats,
+                {"candidate": cmd},
+                seed,
+                args.hands,
+                json.dumps(rules.to_dict()),
+                0,
+                clock_from_args(args),
+                args.time_limit,
+                args.rules,
+            )
+        )
+    return _report_try(args, seed, record, notes)
+
+
+# --- rematch ----------------------------------------------------------------------------
+
+
+def first_difference(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """The first decision where *new* differs from *old* (hand, step, seat, recorded and new action), or None."""
+    from gaigel.actions import action_label
+
+    for h_old, h_new in zip(old["hands"], new["hands"], strict=False):
+        for step, (a, b) in enumerate(zip(h_old["actions"], h_new["actions"], strict=False)):
+            if a["action"] != b["action"]:
+                return {
+                    "hand": h_old["index"],
+                    "step": step,
+                    "seat": a["seat"],
+                    "recorded": action_label(a["action"]),
+                    "new": action_label(b["action"]),
+                }
+        if len(h_old["actions"]) != len(h_new["actions"]):
+            step = min(len(h_old["actions"]), len(h_new["actions"]))
+            return {
+                "hand": h_old["index"],
+                "step": step,
+                "seat": None,
+                "recorded": f"{len(h_old['actions'])} actions",
+                "new": f"{len(h_new['actions'])} actions",
+            }
+    if len(old["hands"]) != len(new["hands"]):
+        return {
+            "hand": min(len(old["hands"]), len(new["hands"])),
+            "step": 0,
+            "seat": None,
+            "recorded": f"{len(old['hands'])} hands",
+            "new": f"{len(new['hands'])} hands",
+        }
+    return None
+
+
+def _house_kind(name: str) -> str | None:
+    from gaigel.bots import HOUSE_BOTS
+
+    kind = name.removeprefix("house:")
+    return kind if kind in HOUSE_BOTS else None
+
+
+def cmd_rematch(args: argparse.Namespace) -> int:
+    """gaigel rematch."""
+    import shlex
+
+    from gaigel.bots import make_bot
+    from gaigel.match import play_match, spec_from_record
+    from gaigel.record import load_record
+
+    record = load_record(args.record)
+    spec = spec_from_record(record)
+    commands: dict[str, list[str]] = {}
+    for item in args.bots:
+        name, sep, cmd = item.partition("=")
+        if not sep or not cmd.strip():
+            raise CliError(f"--bots needs NAME=CMD, got {item!r}")
+        commands[name.strip()] = shlex.split(cmd)
+    missing = sorted({b for b in spec.bots if _house_kind(b) is None and b not in commands})
+    if missing:
+        raise CliError(f"no command for bot(s) {', '.join(missing)}: give --bots NAME=CMD (house bots: random, first)")
+    if not commands or not any(b in commands for b in spec.bots):
+        bots = [make_bot(_house_kind(b) or b) for b in spec.bots]
+        _, new = play_match(spec, bots)
+        assert new is not None
+    else:
+        seat_bots = [b if b in commands else f"house:{_house_kind(b)}" for b in spec.bots]
+        clock = Clock(**record["clock"]) if isinstance(record.get("clock"), dict) else Clock()
+        new, notes = asyncio.run(
+            _play_on_server(
+                seat_bots,
+                commands,
+                spec.seed,
+                spec.hands,
+                json.dumps(spec.ruleset.to_dict()),
+                spec.first_dealer % spec.players,
+                clock,
+                args.time_limit,
+            )
+        )
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+    diff = first_difference(record, new)
+    actions = sum(len(h["actions"]) for h in record["hands"])
+    if args.json:
+        print(json.dumps({"same": diff is None, "difference": diff, "hands": len(record["hands"]), "actions": actions}))
+    elif diff is None:
+        print(f"same: {len(record['hands'])} hands, {actions} decisions chosen as recorded")
+    else:
+        who = f" (seat {diff['seat']}, bot {spec.bots[diff['seat']]})" if diff["seat"] is not None else ""
+        print(
+            f"first difference at hand {diff['hand']} step {diff['step']}{who}: recorded {diff['recorded']}, now {diff['new']}"
+        )
+    return 0 if diff is None else 1
+
+
+__all__ = ["cmd_rematch", "cmd_try", "first_difference", "register"]
