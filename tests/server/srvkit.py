@@ -19,6 +19,7 @@ from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+from gaigel_server import codec
 from gaigel_server.clock import Clock
 from gaigel_server.server import GaigelServer, ServerConfig, create_server
 
@@ -62,7 +63,7 @@ class Admin:
     ) -> ms.Match:
         req = ms.CreateMatchRequest(players=players, seat_bots=seat_bots, hands=hands, seed=seed, **kw)
         if clock is not None:
-            req.clock.CopyFrom(clock.to_proto())
+            req.clock.CopyFrom(codec.clock(clock))
         return (await self.stub.CreateMatch(req, metadata=admin_md())).match
 
     async def get(self, match_id: str) -> ms.Match:
