@@ -1,5 +1,7 @@
 """The clocks and strike limit of a match (DESIGN.md, Policies): plain values, no gRPC.
 
+:class:`Clock` is the setting of a match; :class:`SeatClock` the time one seat has left in it.
+
 The one source of the clock defaults: the server, ``gaigel serve``/``try`` flags, the arena
 config and check-bot all read them from :class:`Clock`. The proto form is built in
 :mod:`gaigel_server.codec`.
@@ -45,7 +47,30 @@ class Clock:
         return dataclasses.asdict(self)
 
 
+class SeatClock:
+    """The decision time and the bank left of one seat during a match."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.decision_time = clock.decision_time
+        self.bank = clock.bank
+
+    def deadline(self, start: float) -> float:
+        """When a decision whose request went out at *start* falls back (same time base as *start*)."""
+        return start + self.decision_time + self.bank
+
+    def charge(self, used: float) -> None:
+        """An answer after *used* seconds: the time beyond the decision time comes out of the bank."""
+        if used > self.decision_time:
+            self.bank = max(0.0, self.bank - (used - self.decision_time))
+
+    def run_out(self) -> float:
+        """No answer in time: the bank is spent. Returns the seconds the decision used."""
+        used = self.decision_time + self.bank
+        self.bank = 0.0
+        return used
+
+
 CLOCK_DEFAULTS: dict[str, Any] = Clock().to_dict()
 """The defaults by field name, for command-line help and config files."""
 
-__all__ = ["CLOCK_DEFAULTS", "MAX_CLOCK_SECONDS", "Clock"]
+__all__ = ["CLOCK_DEFAULTS", "MAX_CLOCK_SECONDS", "Clock", "SeatClock"]

@@ -19,10 +19,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from gaigel_api.v1 import bot_service_pb2, match_service_pb2
 from gaigel_server.auth import BotRegistry, new_token
 from gaigel_server.clock import Clock
+from gaigel_server.lobby import Lobby
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.servicer import BotServicer, MatchServicer
-from gaigel_server.table import Lobby
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 SERVICE_NAMES = (

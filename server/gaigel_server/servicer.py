@@ -27,10 +27,11 @@ from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_server import SERVER_VERSION, codec
 from gaigel_server.auth import HOUSE_PREFIX, AuthError, BotRegistry, bearer_token, tokens_equal
 from gaigel_server.clock import Clock
+from gaigel_server.lobby import Lobby, ServiceError
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import Abort, Answer, BotSession, Stream
-from gaigel_server.table import ENDED, RUNNING, WAITING, Lobby, ServiceError, Table
+from gaigel_server.table import ENDED, RUNNING, WAITING, Table
 
 _STATE_NAMES = {ms.MATCH_STATE_WAITING: WAITING, ms.MATCH_STATE_RUNNING: RUNNING, ms.MATCH_STATE_ENDED: ENDED}
 MAX_PAGE = 1000
@@ -431,7 +432,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
             raise ValueError(f"first_dealer_seat must be a seat 0..{n - 1} (or absent), got {first_dealer}")
         spec = MatchSpec(ruleset=rules, seed=seed, hands=request.hands, bots=tuple(bots), first_dealer=first_dealer)
         clock = codec.merge_clock(self.default_clock, request.clock if request.HasField("clock") else None)
-        table = Table(self.lobby, secrets.token_hex(8), spec, clock, name, house, request.request_id)
+        table = self.lobby.new_table(secrets.token_hex(8), spec, clock, name, house, request.request_id)
         table.withhold_seed = request.withhold_seed
         return table
 
@@ -525,8 +526,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
                 kind, msg = item
                 yield ms.WatchMatchResponse(sequence=seq, **{kind: msg})
         finally:
-            if q in table.spectators:
-                table.spectators.remove(q)
+            table.unwatch(q)
 
 
 __all__ = ["BotServicer", "MatchServicer"]

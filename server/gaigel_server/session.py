@@ -82,8 +82,7 @@ class BotSession:
         self.leaving = False
         self.closed = False
         self.disconnected_at: float | None = None
-        self.issued: set[str] = set()  # decision ids of the current match
-        self.earlier: set[str] = set()  # decision ids of the session's previous match
+        self.issued: set[str] = set()  # decision ids of the current (or last) match, kept by its SeatLedger
 
     # --- sending ---------------------------------------------------------------------
 

@@ -1,0 +1,138 @@
+"""Who hears what of one match: the sessions of its seats and its spectators.
+
+A :class:`Broadcast` sends each seat its own messages, publishes the public ones (kept for
+WatchMatch from the start, queued to every current spectator), and packs the public
+messages of an ended match small: the lobby keeps ended tables for a long time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from typing import Any
+
+from gaigel_api.v1 import common_pb2 as cm
+from gaigel_api.v1 import game_pb2 as gm
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_server import codec
+from gaigel_server.session import BotSession
+
+Public = tuple[str, Any]
+"""A public message: the WatchMatchResponse field name and its message."""
+
+SpectatorQueue = asyncio.Queue[Public | None]
+"""What a WatchMatch stream drains; None ends it."""
+
+
+class Broadcast:
+    """The seats' sessions and the spectators of one match, and what they were told."""
+
+    def __init__(self, players: int, owner: object) -> None:
+        self.owner = owner  # the table: a session bound to another table by now gets nothing more
+        self.seats: list[BotSession | None] = [None] * players
+        self.public: list[Public] = []
+        self.packed = b""  # the public messages once the match has ended, see pack()
+        self.hand_start_index = 0  # where the current hand begins in the public messages
+        self.spectators: list[SpectatorQueue] = []
+
+    # --- seats -------------------------------------------------------------------------
+
+    def send(self, seat: int, **message: Any) -> None:
+        """Sends *message* to the session of *seat*, if it still plays this match."""
+        sess = self.seats[seat]
+        if sess is not None and sess.table is self.owner:
+            sess.send(**message)
+
+    def announce(self, kind: str, msg: Any) -> None:
+        """Sends the same *msg* to every seat and publishes it."""
+        for seat in range(len(self.seats)):
+            self.send(seat, **{kind: msg})
+        self.publish(kind, msg)
+
+    def event(self, routed: codec.Routed) -> None:
+        """A game event, as each seat and the public may see it."""
+        for seat in range(len(self.seats)):
+            self.send(seat, event=routed.for_viewer(seat))
+        self.publish("event", routed.for_viewer(None))
+
+    def fault(self, seat: int, hand: int, own: cm.Fault, public: cm.Fault) -> None:
+        """A fault of *seat*: the seat reads the detail, everybody else the public form."""
+        for s in range(len(self.seats)):
+            self.send(s, event=gm.Event(hand_index=hand, fault=own if s == seat else public))
+        self.publish("event", gm.Event(hand_index=hand, fault=public))
+
+    def unbind(self) -> list[BotSession]:
+        """Unbinds and returns the sessions still playing this match; forgets every seat
+        (an ended table must not keep sessions alive)."""
+        out = []
+        for sess in self.seats:
+            if sess is None or sess.table is not self.owner:
+                continue
+            sess.table, sess.seat = None, -1
+            sess.buffer = []  # the resume buffer: no Resume into an ended match
+            out.append(sess)
+        self.seats = [None] * len(self.seats)
+        return out
+
+    # --- spectators --------------------------------------------------------------------
+
+    def publish(self, kind: str, msg: Any) -> None:
+        """Keeps a public message and queues it to every spectator."""
+        if kind == "hand_start":
+            self.hand_start_index = len(self.public)
+        self.public.append((kind, msg))
+        for q in self.spectators:
+            q.put_nowait((kind, msg))
+
+    def watch(self, match: ms.Match, from_start: bool, ended: bool) -> SpectatorQueue:
+        """A spectator queue: *match*, then the public messages (all, or of the current hand)."""
+        q: SpectatorQueue = asyncio.Queue()
+        q.put_nowait(("match", match))
+        for item in self.messages()[0 if from_start else self.hand_start_index :]:
+            q.put_nowait(item)
+        if ended:
+            q.put_nowait(None)
+        else:
+            self.spectators.append(q)
+        return q
+
+    def unwatch(self, q: SpectatorQueue) -> None:
+        """Forgets a spectator whose stream has ended."""
+        if q in self.spectators:
+            self.spectators.remove(q)
+
+    def end(self) -> None:
+        """The match has ended: every spectator stream ends, the public messages are packed."""
+        for q in self.spectators:
+            q.put_nowait(None)
+        self.spectators.clear()
+        self.pack()
+
+    # --- the public messages of an ended match ------------------------------------------
+
+    def pack(self) -> None:
+        """Packs the public messages: length-prefixed WatchMatchResponses, compressed."""
+        packed = bytearray()
+        for kind, msg in self.public:
+            data = ms.WatchMatchResponse(**{kind: msg}).SerializeToString()
+            packed += len(data).to_bytes(4, "big") + data
+        self.packed = zlib.compress(packed)
+        self.public = []
+
+    def messages(self) -> list[Public]:
+        """Every public message so far (unpacked again once the match has ended)."""
+        if not self.packed:
+            return self.public
+        out: list[Public] = []
+        data, i = zlib.decompress(self.packed), 0
+        while i < len(data):
+            size = int.from_bytes(data[i : i + 4], "big")
+            resp = ms.WatchMatchResponse.FromString(data[i + 4 : i + 4 + size])
+            kind = resp.WhichOneof("message")
+            assert kind is not None
+            out.append((kind, getattr(resp, kind)))
+            i += 4 + size
+        return out
+
+
+__all__ = ["Broadcast", "Public", "SpectatorQueue"]

@@ -1,0 +1,240 @@
+"""The lobby: every table of the server and the pools of idle sessions per bot name.
+
+It starts a table once every remote seat has an idle session, finds the session of a seat
+for Resume, keeps ended tables for a while (GetMatch, GetMatchRecord, WatchMatch), and
+writes records. Tables do not know the lobby: each gets its :class:`~gaigel_server.table.TableHooks`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from gaigel.match import Bot, MatchSpec
+from gaigel.record import dump_record
+from gaigel_server.clock import Clock
+from gaigel_server.logging import get_logger
+from gaigel_server.metrics import ServerMetrics
+from gaigel_server.session import Abort, BotSession
+from gaigel_server.table import ENDED, RUNNING, WAITING, Table, TableHooks
+
+
+class ServiceError(Exception):
+    """An RPC failure with its status code and a message that says what to fix."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class RecordsDir:
+    """Where the records of ended matches go, one JSON file per match (nowhere without a path)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.log = get_logger()
+
+    def save(self, match_id: str, record: dict[str, Any]) -> None:
+        """Writes *record* atomically; a failure is logged, the match result stands."""
+        if self.path is None:
+            return
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            dump_record(record, self.path / f"{match_id}.json")
+        except OSError as e:
+            self.log.error("record_write_failed", match_id=match_id, error=str(e))
+
+
+class Lobby:
+    """All tables and the pools of idle sessions per bot name."""
+
+    def __init__(
+        self, metrics: ServerMetrics, records_dir: Path | None, max_sessions_per_bot: int, keep_ended: int = 5000
+    ) -> None:
+        self.metrics = metrics
+        self.records = RecordsDir(records_dir)
+        self.max_sessions_per_bot = max_sessions_per_bot
+        self.keep_ended = keep_ended
+        self.tables: dict[str, Table] = {}  # in creation order
+        self.waiting: dict[str, Table] = {}  # the tables try_start looks at, oldest first
+        self.ended: deque[str] = deque()  # ended tables still kept, oldest first
+        self.evicted = 0
+        self.by_request: dict[str, str] = {}
+        self.idle: dict[str, list[BotSession]] = {}
+        self.sessions: dict[str, set[BotSession]] = {}
+        self.closing = False
+        self.hooks = TableHooks(metrics, self.records.save, self._ended)
+
+    # --- sessions --------------------------------------------------------------------
+
+    def add_session(self, session: BotSession) -> None:
+        """Counts a new session against its bot's limit.
+
+        :raises ServiceError: RESOURCE_EXHAUSTED when the bot has too many sessions.
+        """
+        live = self.sessions.setdefault(session.bot_name, set())
+        if len(live) >= self.max_sessions_per_bot:
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"too many sessions for bot {session.bot_name!r}: at most {self.max_sessions_per_bot} at once; close one first",
+            )
+        live.add(session)
+
+    def make_idle(self, session: BotSession) -> None:
+        """Puts *session* in its bot's pool and starts any table that can start now."""
+        session.table, session.seat = None, -1
+        self.idle.setdefault(session.bot_name, []).append(session)
+        self.try_start()
+
+    def drop(self, session: BotSession) -> None:
+        """Forgets a closed session."""
+        session.closed = True
+        pool = self.idle.get(session.bot_name, [])
+        if session in pool:
+            pool.remove(session)
+        self.sessions.get(session.bot_name, set()).discard(session)
+
+    def stream_closed(self, session: BotSession) -> None:
+        """The stream of *session* ended: in a match the disconnect policy applies, else the session ends."""
+        table = session.table
+        if table is not None and table.state == RUNNING and not session.closed:
+            table.on_disconnect(session.seat, session)
+        else:
+            self.drop(session)
+
+    def leave(self, session: BotSession) -> None:
+        """A Leave: end now if idle, else after the current match."""
+        session.leaving = True
+        if session.table is None:
+            self.drop(session)
+            session.close()
+
+    def resume(self, match_id: str, seat: int, token: str) -> tuple[Table, BotSession]:
+        """Finds the session of a seat for Resume.
+
+        :raises ServiceError: NOT_FOUND, UNAUTHENTICATED or FAILED_PRECONDITION with the reason.
+        """
+        table = self.tables.get(match_id)
+        if table is None:
+            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"Resume: no match {match_id!r} on this server")
+        if not 0 <= seat < table.spec.players:
+            raise ServiceError(
+                grpc.StatusCode.INVALID_ARGUMENT, f"Resume: seat must be 0..{table.spec.players - 1}, got {seat}"
+            )
+        if not hmac.compare_digest(token.encode(), table.resume_tokens[seat].encode()):
+            raise ServiceError(
+                grpc.StatusCode.UNAUTHENTICATED, f"Resume: wrong resume token for match {match_id} seat {seat}"
+            )
+        session = table.sessions[seat]
+        if table.state != RUNNING or session is None or session.table is not table:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"Resume: match {match_id} is over (or seat {seat} is not played over a stream)",
+            )
+        if (
+            session.disconnected_at is not None
+            and time.monotonic() - session.disconnected_at > table.clock.resume_grace
+        ):
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"Resume: the grace period of {table.clock.resume_grace:g} s has expired",
+            )
+        if session.connected and session.stream is not None:
+            old = session.stream
+            session.detach(old)
+            old.queue.put_nowait(
+                Abort(grpc.StatusCode.ABORTED, "this session was taken over by a Resume on another stream")
+            )
+            table.on_disconnect(seat, session)
+        return table, session
+
+    # --- tables ----------------------------------------------------------------------
+
+    def new_table(
+        self, match_id: str, spec: MatchSpec, clock: Clock, preset: str, house: dict[int, Bot], request_id: str = ""
+    ) -> Table:
+        """A waiting table wired to this lobby (not yet listed: see :meth:`add_table`)."""
+        return Table(match_id, spec, clock, preset, house, self.hooks, request_id)
+
+    def add_table(self, table: Table) -> None:
+        """Registers a new waiting table and starts it if its sessions are there."""
+        self.tables[table.match_id] = table
+        self.waiting[table.match_id] = table
+        if table.request_id:
+            self.by_request[table.request_id] = table.match_id
+        self.try_start()
+
+    def try_start(self) -> None:
+        """Starts every waiting table (oldest first) whose remote seats all have idle sessions."""
+        if self.closing:
+            return
+        for table in list(self.waiting.values()):
+            if table.state != WAITING:
+                self.waiting.pop(table.match_id, None)
+                continue
+            remote = [s for s in range(table.spec.players) if s not in table.house]
+            need = Counter(table.seat_bot(s) for s in remote)
+            if any(len([x for x in self.idle.get(b, []) if x.connected]) < c for b, c in need.items()):
+                continue
+            chosen: dict[int, BotSession] = {}
+            for s in remote:
+                pool = self.idle[table.seat_bot(s)]
+                sess = next(x for x in pool if x.connected)
+                pool.remove(sess)
+                chosen[s] = sess
+            del self.waiting[table.match_id]
+            table.start(chosen)
+
+    def _ended(self, table: Table) -> None:
+        """Returns the sessions of an ended table to their pools (or ends them); keeps the table."""
+        for sess in table.release_sessions():
+            if sess.leaving:
+                self.drop(sess)
+                sess.close()
+            elif sess.connected:
+                self.make_idle(sess)
+            else:
+                self.drop(sess)
+        self._retain(table)
+        self.try_start()
+
+    def _retain(self, table: Table) -> None:
+        """Keeps *table* for GetMatch/GetMatchRecord/WatchMatch, forgetting the oldest ended table
+        beyond ``keep_ended``: a server that runs for days must not grow with every match."""
+        self.waiting.pop(table.match_id, None)
+        self.ended.append(table.match_id)
+        while len(self.ended) > self.keep_ended:
+            old = self.tables.pop(self.ended.popleft(), None)
+            if old is not None:
+                self.evicted += 1
+                if old.request_id and self.by_request.get(old.request_id) == old.match_id:
+                    del self.by_request[old.request_id]
+
+    def cancel(self, table: Table, termination: str, reason: str = "") -> None:
+        """Ends a waiting or running table as *termination* (cancelled or aborted)."""
+        table.cancel(termination, reason)
+
+    async def shutdown(self) -> None:
+        """Aborts every table (records written), then ends every session."""
+        self.closing = True
+        tasks = []
+        for table in list(self.tables.values()):
+            if table.state != ENDED:
+                self.cancel(table, "aborted", "server shutdown")
+                if table.task is not None:
+                    tasks.append(table.task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for live in list(self.sessions.values()):
+            for sess in list(live):
+                sess.close()
+
+
+__all__ = ["Lobby", "RecordsDir", "ServiceError"]
