@@ -36,7 +36,7 @@ from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
-from gaigel_server import codec
+from gaigel_server import codec, views
 from gaigel_server.broadcast import Broadcast, SpectatorQueue
 from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
@@ -45,7 +45,6 @@ from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import Answer, BotSession
 
 WAITING, RUNNING, ENDED = "waiting", "running", "ended"
-_STATE = {WAITING: ms.MATCH_STATE_WAITING, RUNNING: ms.MATCH_STATE_RUNNING, ENDED: ms.MATCH_STATE_ENDED}
 
 Decided = tuple[int, float, tuple[str, ...]]
 """A decision taken: the action id, the seconds it took, the record flags."""
@@ -73,10 +72,6 @@ def _now_ts() -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
     ts.FromNanoseconds(time.time_ns())
     return ts
-
-
-def _json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True)
 
 
 class Table:
@@ -140,39 +135,11 @@ class Table:
         return self.spec.bots[seat]
 
     def to_proto(self, admin: bool) -> ms.Match:
-        """The Match message. The seed reveals every hidden card: only once the match has ended,
-        and with ``withhold_seed`` only to the *admin* (who may replay the same seed)."""
-        rules = self.rules
-        out = ms.Match(
-            match_id=self.match_id,
-            state=_STATE[self.state],
-            players=rules.players,
-            ruleset_preset=self.preset,
-            ruleset_json=_json(rules.to_dict()),
-            hands=self.spec.hands,
-            first_dealer_seat=self.spec.first_dealer % rules.players,
-            clock=codec.clock(self.clock),
-            hands_played=self.score.hands_played,
-            request_id=self.request_id,
-            create_time=self.create_time,
-        )
-        for x in range(rules.num_sides):
-            side = out.sides.add(side=x)
-            for s in rules.seats_of(x):
-                side.seats.add(seat=s, bot_name=self.spec.bots[s], bot_version=self.versions[s])
-        out.sides_standing.extend(codec.side_results(self.score.hands_won, self.score.dashes))
-        if self.state == ENDED and (admin or not self.withhold_seed):
-            out.seed = self.spec.seed
-        if self.state == ENDED:
-            out.termination = codec.MATCH_TERMINATION[self.termination]
-            out.winner_sides.extend(self._winner_sides())
-        if self.start_time is not None:
-            out.start_time.CopyFrom(self.start_time)
-        if self.end_time is not None:
-            out.end_time.CopyFrom(self.end_time)
-        return out
+        """The Match message (with the seed only once ended, see :func:`views.match`)."""
+        return views.match(self, admin)
 
-    def _winner_sides(self) -> list[int]:
+    def winner_sides(self) -> list[int]:
+        """The sides that won an ended match (none when it was cancelled or aborted)."""
         if self.termination == "forfeit" and self.forfeit_side is not None:
             return [x for x in range(self.rules.num_sides) if x != self.forfeit_side]
         if self.termination == "completed":
@@ -306,6 +273,7 @@ class Table:
         self.task = asyncio.get_running_loop().create_task(self.run(), name=f"match-{self.match_id}")
 
     def _open_record(self) -> RecordWriter:
+        """Starts the record (also of a match cancelled while waiting) and counts the match active."""
         self.writer = RecordWriter(self.spec, versions=list(self.versions), match_id=self.match_id)
         self.writer.data["clock"] = self.clock.to_dict()
         self.metrics.active_matches.inc()
@@ -339,7 +307,9 @@ class Table:
         """The sessions that played this ended match, unbound from it (for their pools)."""
         return self.broadcast.unbind()
 
-    # --- the match loop: steps the engine, asks the seats ------------------------------
+    # --- the match loop ------------------------------------------------------------------
+    # _play steps the engine hand by hand; _decide asks the seat to act: a house bot in process,
+    # or a remote seat through its ledger (issue, verdicts) and clock (deadline, bank).
 
     async def _play(self) -> None:
         spec, rules = self.spec, self.rules
@@ -347,7 +317,8 @@ class Table:
         assert writer is not None
         for seat, bot in self.house.items():
             bot.start_match(spec, seat)
-        self._send_match_start()
+        for seat, start in enumerate(views.match_starts(self)):
+            self.broadcast.send(seat, match_start=start)
         self.log.info("match_start", players=spec.players, hands=spec.hands, bots=list(spec.bots))
         k = 0
         while not self.score.finished() and self.forfeit_side is None:
@@ -517,27 +488,6 @@ class Table:
             self.inbox.put_nowait(x)
         return found
 
-    def _send_match_start(self) -> None:
-        spec, rules = self.spec, self.rules
-        sides = self.to_proto(admin=False).sides
-        for seat in range(spec.players):
-            self.broadcast.send(
-                seat,
-                match_start=bs.MatchStart(
-                    match_id=self.match_id,
-                    seat=seat,
-                    side=rules.side_of(seat),
-                    players=spec.players,
-                    sides=sides,
-                    ruleset_preset=self.preset,
-                    ruleset_json=_json(rules.to_dict()),
-                    hands=spec.hands,
-                    first_dealer_seat=spec.first_dealer % spec.players,
-                    clock=codec.clock(self.clock),
-                    resume_token=self.resume_tokens[seat],
-                ),
-            )
-
     # --- the end ---------------------------------------------------------------------
 
     def _finish(self, termination: str) -> None:
@@ -558,44 +508,25 @@ class Table:
         self.state = ENDED
         self.end_time = _now_ts()
         self.hooks.save_record(self.match_id, record)
-        self._send_match_end(termination, forfeit)
+        self._send_match_end()
         self.metrics.matches.labels(termination).inc()
         self.metrics.active_matches.dec()
         self.log.info(
             "match_end",
             termination=termination,
             hands_played=self.score.hands_played,
-            winners=self._winner_sides(),
+            winners=self.winner_sides(),
             dashes=list(self.score.dashes),
         )
         self._compact()
         self.hooks.on_ended(self)
 
-    def _send_match_end(self, termination: str, forfeit: list[int] | None) -> None:
+    def _send_match_end(self) -> None:
         """Each seat reads its own faults, the public all of them; spectator streams end."""
-        base = gm.MatchEnd(
-            match_id=self.match_id,
-            termination=codec.MATCH_TERMINATION[termination],
-            winner_sides=self._winner_sides(),
-            sides=codec.side_results(self.score.hands_won, self.score.dashes),
-            hands_played=self.score.hands_played,
-        )
-        if self.withhold_seed:
-            base.seed_withheld = True
-        else:
-            base.seed = self.spec.seed
-        if forfeit:
-            base.forfeiting_side = forfeit[0]
+        end = views.match_end(self)
         for seat in range(self.spec.players):
-            mine = gm.MatchEnd()
-            mine.CopyFrom(base)
-            mine.faults.extend(self.faults[seat])
-            self.broadcast.send(seat, match_end=mine)
-        public = gm.MatchEnd()
-        public.CopyFrom(base)
-        for fs in self.faults:
-            public.faults.extend(fs)
-        self.broadcast.publish("match_end", public)
+            self.broadcast.send(seat, match_end=views.with_faults(end, self.faults[seat]))
+        self.broadcast.publish("match_end", views.with_faults(end, (f for fs in self.faults for f in fs)))
         self.broadcast.end()
 
     def _compact(self) -> None:
