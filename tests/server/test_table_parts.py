@@ -1,4 +1,5 @@
-"""The seat ledger's verdicts, a seat's clock and the broadcast's packing, without gRPC or a server.
+"""The parts of a table, without gRPC or a server: the seat ledger's verdicts, a seat's clock,
+the broadcast's packing, and a table that runs on its hooks alone (no lobby).
 
 The ledger is the judge of DESIGN.md's answer policies: these tests drive it directly, one
 case per test, then with hypothesis over sequences of issued, answered, timed-out and
@@ -7,17 +8,27 @@ resumed decisions against the policy table written out as a model.
 
 from __future__ import annotations
 
+import asyncio
+import json
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from prometheus_client import CollectorRegistry
 
+from gaigel.bots import make_bot
+from gaigel.match import MatchSpec
+from gaigel.ruleset import preset
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server.broadcast import Broadcast
 from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
+from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import BotSession
+from gaigel_server.table import Table, TableHooks
 
 LIMIT = 3
 
@@ -292,3 +303,39 @@ class TestBroadcast:
         sess.table = object()  # type: ignore[assignment]
         b.send(1, match_end=gm.MatchEnd())
         assert sess.sequence == 1
+
+
+class TestTableOnItsHooks:
+    """A table needs no lobby: what it needs comes in its TableHooks."""
+
+    def table(self) -> tuple[Table, list[tuple[str, dict[str, Any]]], list[str]]:
+        saved: list[tuple[str, dict[str, Any]]] = []
+        ended: list[str] = []
+        hooks = TableHooks(
+            ServerMetrics(CollectorRegistry()),
+            save_record=lambda match_id, record: saved.append((match_id, record)),
+            on_ended=lambda t: ended.append(t.state),
+        )
+        spec = MatchSpec(ruleset=preset("default", 2), seed=7, hands=2, bots=("house:random", "house:first"))
+        house = {0: make_bot("random"), 1: make_bot("first")}
+        return Table("m1", spec, Clock(), "default", house, hooks), saved, ended
+
+    def test_house_match_saves_its_record_then_reports_the_end(self) -> None:
+        table, saved, ended = self.table()
+
+        async def play() -> None:
+            table.start({})  # house seats only: no session to bind
+            assert table.task is not None
+            await table.task
+
+        asyncio.run(play())
+        assert ended == ["ended"]  # called once, after the table has ended
+        [(match_id, record)] = saved
+        assert match_id == "m1" and json.loads(json.dumps(record)) == table.record
+        assert (record["result"]["termination"], record["result"]["hands_played"]) == ("completed", 2)
+
+    def test_cancel_while_waiting_still_saves_a_record(self) -> None:
+        table, saved, ended = self.table()
+        table.cancel("cancelled", "not needed")
+        assert ended == ["ended"] and table.termination == "cancelled"
+        assert saved[0][1]["cancel_reason"] == "not needed"
