@@ -102,10 +102,13 @@ class SeatLedger:
         self.strikes += 1
         return self.strikes > self.strikes_limit
 
-    def forget_legal(self) -> None:
-        """Drops the legal ids and the state behind *why_illegal* (an ended table is kept long)."""
+    def compact(self) -> None:
+        """Drops what only a running match needs: the lobby keeps ended tables for a long time.
+        (The session keeps its own reference to *issued*: the next match's *earlier*.)"""
         self.legal = []
-        self._why_illegal = lambda _: "not legal now"
+        self._why_illegal = lambda _: "not legal now"  # it holds the engine state of the last hand
+        self.issued, self.earlier = set(), ()
+        self.fallbacks, self.resent_after_fallback = {}, set()
 
     # --- the judge ------------------------------------------------------------------------
 

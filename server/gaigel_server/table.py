@@ -536,7 +536,7 @@ class Table:
         self.house = {}
         self.tricks_cache = []
         for ledger in self.ledgers:
-            ledger.forget_legal()
+            ledger.compact()
 
 
 __all__ = ["ENDED", "RUNNING", "WAITING", "Forfeited", "Table", "TableHooks"]

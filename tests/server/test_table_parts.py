@@ -117,6 +117,14 @@ class TestVerdicts:
         v = reject(open_ledger().judge("nope", 3))
         assert (v.reason, v.fault, v.decision_open) == (bs.REJECT_REASON_UNKNOWN_DECISION, "STALE_DECISION", True)
 
+    def test_compact_leaves_the_ids_the_next_match_needs(self) -> None:
+        ledger = open_ledger()
+        kept = ledger.issued  # the session's reference (Table.start shares the set)
+        ledger.compact()
+        assert kept == {"d1"} and ledger.issued == set()
+        next_match = SeatLedger(seat=1, strikes_limit=LIMIT, earlier=kept)
+        assert reject(next_match.judge("d1", 3)).fault is None
+
     def test_strike_reports_going_over_the_limit(self) -> None:
         ledger = SeatLedger(seat=0, strikes_limit=1)
         assert [ledger.strike(), ledger.strike()] == [False, True]
