@@ -45,13 +45,14 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+from gaigel_arena.schedule import check_unambiguous_ids
+from gaigel_server.auth import check_bot_name
 
 __all__ = ["ArenaConfig", "BotConfig", "BotKind", "ClockConfig", "ConfigError", "load_config", "parse_config"]
 
@@ -60,7 +61,6 @@ BotKind = Literal["house", "command", "remote"]
 CONFIG_FORMAT = "gaigel.arena.config.v1"
 """Format tag of :meth:`ArenaConfig.canonical`."""
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.]{1,40}$")
 _PLAYERS = (2, 3, 4, 6)
 
 
@@ -272,6 +272,10 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         raise ConfigError(
             f"{players} players with {ruleset.num_sides} sides need at least {ruleset.num_sides} bots, got {len(bots)}"
         )
+    try:
+        check_unambiguous_ids([b.name for b in bots], ruleset.num_sides)
+    except ValueError as e:
+        raise ConfigError(f"bots: {e}") from None
     return ArenaConfig(
         name=name,
         seed=seed,
@@ -313,8 +317,12 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
                 f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: name, house, command, remote, token)"
             )
         name = entry.get("name")
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ConfigError(f"{where}.name must be 1 to 40 letters, digits, '_' or '.', got {name!r}")
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}.name must be a string, got {name!r}")
+        try:  # the server's rule: every arena bot is registered there by this name
+            check_bot_name(name)
+        except ValueError as e:
+            raise ConfigError(f"{where}.name: {e}") from None
         if name in seen:
             raise ConfigError(f"bot name {name!r} is used twice")
         seen.add(name)
