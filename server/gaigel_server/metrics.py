@@ -6,6 +6,8 @@ is created up front so it is exported as zero.
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 DECISION_OUTCOMES = ("answered", "timeout_fallback", "house")
@@ -81,6 +83,11 @@ class ServerMetrics:
     def bot(self, name: str) -> None:
         """Pre-initialises the per-bot series of *name* (a registered bot)."""
         self.decision_seconds.labels(name)
+
+    def forget_bot(self, name: str) -> None:
+        """Removes the per-bot series of *name* (an unregistered bot), so they do not pile up."""
+        with contextlib.suppress(KeyError):
+            self.decision_seconds.remove(name)
 
 
 __all__ = ["ServerMetrics"]

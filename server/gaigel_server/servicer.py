@@ -508,6 +508,28 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self.log.info("bot_registered", bot=request.bot_name, rotated=request.rotate_token)
         return ms.RegisterBotResponse(bot_name=request.bot_name, bot_token=token)
 
+    async def UnregisterBot(
+        self, request: ms.UnregisterBotRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.UnregisterBotResponse:
+        await self._auth(context)
+        name = request.bot_name
+        if name not in self.registry:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"bot {name!r} is not registered")
+        seated = [t.match_id for t in self.lobby.tables.values() if t.state != ENDED and name in t.spec.bots]
+        if seated:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"bot {name!r} is seated in match(es) {', '.join(seated)}: cancel them or wait for their end",
+            )
+        self.registry.unregister(name)
+        sessions = self.lobby.sessions.pop(name, set())
+        self.lobby.idle.pop(name, None)
+        for session in sessions:  # none is in a match (checked above), so all are idle
+            session.close()
+        self.metrics.forget_bot(name)
+        self.log.info("bot_unregistered", bot=name, sessions_ended=len(sessions))
+        return ms.UnregisterBotResponse(bot_name=name, sessions_ended=len(sessions))
+
     async def WatchMatch(
         self, request: ms.WatchMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[ms.WatchMatchResponse]:
