@@ -77,6 +77,9 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     except ArenaError as e:
         raise CliError(str(e)) from None
+    except KeyboardInterrupt:
+        print(_interrupted_message(out, args.db), file=sys.stderr)
+        return 130
     report = load_report(summary.db_path, samples=args.bootstrap)
     data = report_dict(report)
     write_json_atomic(data, out / "report.json")
@@ -90,6 +93,20 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
             + f"; journal {summary.db_label}"
         )
     return 0
+
+
+def _interrupted_message(out: Path, db: str | None) -> str:
+    """What Ctrl-C left behind and how to go on (the journal keeps every finished match)."""
+    from gaigel_arena.journal import JournalError, redact_url, resolve_db
+
+    try:
+        journal = redact_url(resolve_db(out, db))
+    except JournalError:
+        journal = "the journal"
+    return (
+        f"gaigel arena run: interrupted; finished matches are kept in {journal}: "
+        "run the same command again to resume (unfinished matches are replayed from their seed)"
+    )
 
 
 def cmd_arena_report(args: argparse.Namespace) -> int:
