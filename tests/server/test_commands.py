@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,6 +189,22 @@ class TestTry:
             timeout=60,
         )
         assert bad.returncode == 2 and "cannot write --record" in bad.stderr
+
+    def test_relative_bot_command_runs_in_the_working_directory_with_this_python(self, tmp_path: Path) -> None:
+        """``python mybot.py`` is found beside where try was started, and ``python`` is this installation's
+        (PATH holds only the system folders, as in a shell without an activated venv)."""
+        (tmp_path / "mybot.py").write_text(Path(BOT[1]).read_text())
+        gaigel = Path(sysconfig.get_path("scripts")) / "gaigel"
+        out = subprocess.run(
+            [str(gaigel), "try", "--hands", "1", "--seed", "5", "--", "python", "mybot.py"],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.splitlines()[-1] == "ok: the bot completed the match without a fault"
 
     def test_missing_command_is_a_usage_error(self) -> None:
         """No command after --: one line, exit 2."""
