@@ -10,6 +10,8 @@ import contextlib
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
+from gaigel.match import MATCH_TERMINATIONS
+
 DECISION_OUTCOMES = ("answered", "timeout_fallback", "house")
 FAULT_REASONS = (
     "ILLEGAL_ACTION",
@@ -21,7 +23,7 @@ FAULT_REASONS = (
     "MALFORMED_MESSAGE",
     "MISSING_JOIN",
 )
-TERMINATIONS = ("completed", "forfeit", "aborted", "cancelled")
+TERMINATIONS = MATCH_TERMINATIONS
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
