@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from gaigel.deal import STANDARD_PLAYER_COUNTS, player_counts_text
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
 from gaigel_arena.schedule import check_unambiguous_ids
 from gaigel_server.auth import check_bot_name
@@ -60,8 +61,6 @@ BotKind = Literal["house", "command", "remote"]
 
 CONFIG_FORMAT = "gaigel.arena.config.v1"
 """Format tag of :meth:`ArenaConfig.canonical`."""
-
-_PLAYERS = (2, 3, 4, 6)
 
 
 class ConfigError(ValueError):
@@ -244,8 +243,8 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         )
 
     players = game.get("players", 2)
-    if players not in _PLAYERS or isinstance(players, bool):
-        raise ConfigError(f"game.players must be 2, 3, 4 or 6, got {players!r}")
+    if players not in STANDARD_PLAYER_COUNTS or isinstance(players, bool):  # the 8-player variant is not scheduled
+        raise ConfigError(f"game.players must be {player_counts_text(STANDARD_PLAYER_COUNTS)}, got {players!r}")
     rules = game.get("rules", "default")
     if rules not in PRESETS:
         raise ConfigError(f"game.rules must be one of {', '.join(PRESETS)}, got {rules!r}")

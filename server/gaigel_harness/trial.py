@@ -15,6 +15,7 @@ from typing import Any
 
 from gaigel.bots import HOUSE_BOTS
 from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ruleset_from_args, seconds_arg, seed_arg
+from gaigel.deal import player_counts_text
 from gaigel_harness.launch import bot_environment
 from gaigel_server.clock import Clock
 from gaigel_server.commands import add_clock_args, clock_from_args, clock_options
@@ -50,7 +51,7 @@ def register(sub: Any) -> None:
         help="connect to --server with TLS (the bot command must then use TLS itself)",
     )
     p.add_argument("--ca-cert", metavar="PEM", help="CA certificate(s) to verify --server with (implies --tls)")
-    p.add_argument("--players", type=players_arg, default=2, help="2, 3, 4 or 6 (default %(default)s)")
+    p.add_argument("--players", type=players_arg, default=2, help=f"{player_counts_text()} (default %(default)s)")
     p.add_argument("--hands", type=positive_int, default=2, help="number of hands (default %(default)s)")
     p.add_argument("--seed", type=seed_arg, default=None, help="match seed (default random)")
     p.add_argument(

@@ -18,6 +18,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gaigel.bots import HOUSE_BOTS, make_bot
+from gaigel.deal import PLAYER_COUNTS, player_counts_text
 from gaigel.match import Bot, MatchSpec
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
 from gaigel_api import PROTOCOL_VERSION
@@ -378,8 +379,8 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         :raises ValueError: naming the first invalid field.
         """
         n = request.players
-        if n not in (2, 3, 4, 6, 8):
-            raise ValueError(f"players must be 2, 3, 4 or 6 (8 as a variant), got {n}")
+        if n not in PLAYER_COUNTS:
+            raise ValueError(f"players must be {player_counts_text()}, got {n}")
         name = request.ruleset_preset or "default"
         if name not in PRESETS:
             raise ValueError(f"ruleset_preset must be one of {', '.join(PRESETS)}, got {name!r}")
