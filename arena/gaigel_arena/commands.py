@@ -42,8 +42,8 @@ def configure_logging(level: str | None) -> None:
 
 def cmd_arena_run(args: argparse.Namespace) -> int:
     """gaigel arena run."""
+    from gaigel.record import write_json_atomic
     from gaigel_arena.config import load_config
-    from gaigel_arena.executors import write_json_atomic
     from gaigel_arena.metrics import ArenaMetrics
     from gaigel_arena.report import format_table, load_report, report_dict
     from gaigel_arena.runner import ArenaError, Progress, run_arena

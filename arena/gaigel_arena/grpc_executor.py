@@ -43,8 +43,9 @@ from typing import Any
 
 import structlog
 
+from gaigel.record import write_json_atomic
 from gaigel_arena.config import ArenaConfig, BotConfig
-from gaigel_arena.executors import MatchJob, MatchOutcome, write_json_atomic
+from gaigel_arena.executors import MatchJob, MatchOutcome
 from gaigel_harness.launch import bot_environment, find_program
 
 __all__ = ["GrpcExecutor", "forfeit_reason"]
