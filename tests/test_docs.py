@@ -358,3 +358,10 @@ def test_operator_guide_states_the_arena_metrics_address() -> None:
     paragraph = " ".join(section.split("\n\n", 2)[1].split())
     assert f"the arena on `--metrics-address` `--metrics-port`, default address `{args.metrics_address}`" in paragraph
     assert "all interfaces" not in paragraph
+
+
+def test_stdio_guide_shows_the_random_bot_as_it_is() -> None:
+    """The whole bot printed in docs/stdio-protocol.md is clients/stdio/random_bot.sh, byte for byte."""
+    text = (DOCS / "stdio-protocol.md").read_text(encoding="utf-8")
+    shown = re.findall(r"(?ms)^```bash\n(.*?)^```", text)
+    assert shown == [(ROOT / "clients" / "stdio" / "random_bot.sh").read_text(encoding="utf-8")]
