@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gaigel.deal import MAX_SEED, deal
+from gaigel.deal import MAX_SEED, PLAYER_COUNTS, deal, player_counts_text
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
 
 
@@ -53,9 +53,9 @@ def players_arg(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"players must be 2, 3, 4 or 6, got {text!r}") from None
-    if value not in (2, 3, 4, 6, 8):
-        raise argparse.ArgumentTypeError(f"players must be 2, 3, 4 or 6 (8 as a variant), got {value}")
+        raise argparse.ArgumentTypeError(f"players must be {player_counts_text()}, got {text!r}") from None
+    if value not in PLAYER_COUNTS:
+        raise argparse.ArgumentTypeError(f"players must be {player_counts_text()}, got {value}")
     return value
 
 
@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=seed_arg, required=True, help="match seed, 0..2^64-1")
     p.add_argument("--hand", type=int, default=0, help="hand index, 0-based (default 0)")
-    p.add_argument("--players", type=players_arg, required=True, help="2, 3, 4 or 6")
+    p.add_argument("--players", type=players_arg, required=True, help=player_counts_text())
     p.add_argument("--json", action="store_true", help="one JSON object with the keys of vectors/deals.json")
     p.set_defaults(func=cmd_deal)
 
@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="play a local match between in-process bots",
         description="Play a local match between in-process house bots.",
     )
-    p.add_argument("--players", type=players_arg, default=4, help="2, 3, 4 or 6 (default 4)")
+    p.add_argument("--players", type=players_arg, default=4, help=f"{player_counts_text()} (default 4)")
     p.add_argument("--hands", type=positive_int, default=8, help="number of hands (default 8)")
     p.add_argument("--seed", type=seed_arg, default=0, help="match seed, 0..2^64-1 (default 0)")
     p.add_argument("--bot", action="append", help="house bot: once for all seats, once per side or once per seat")
@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure engine speed with independent hands",
         description="Play independent hands between in-process bots and report decisions per second.",
     )
-    p.add_argument("--players", type=players_arg, default=4, help="2, 3, 4 or 6 (default 4)")
+    p.add_argument("--players", type=players_arg, default=4, help=f"{player_counts_text()} (default 4)")
     p.add_argument("--games", type=positive_int, default=1000, help="number of hands (default 1000)")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the deals (default 0)")
     p.add_argument("--bot", default="random", help="house bot for every seat (default random)")

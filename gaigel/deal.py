@@ -12,6 +12,21 @@ import hashlib
 
 from gaigel.cards import CardId, card_code
 
+STANDARD_PLAYER_COUNTS: tuple[int, ...] = (2, 3, 4, 6)
+"""The table sizes of the standard game (RULES.md)."""
+PLAYER_COUNTS: tuple[int, ...] = (*STANDARD_PLAYER_COUNTS, 8)
+"""Every table size the engine deals and plays: 48 cards split into 5-card hands and whole
+draw rounds; 8 is a RULES.md §14 variant. The one source of these numbers for every layer."""
+
+
+def player_counts_text(counts: tuple[int, ...] = PLAYER_COUNTS) -> str:
+    """*counts* for messages, e.g. ``2, 3, 4 or 6 (8 as a variant)``."""
+    standard = [n for n in counts if n in STANDARD_PLAYER_COUNTS]
+    text = ", ".join(map(str, standard[:-1])) + f" or {standard[-1]}"
+    variants = [str(n) for n in counts if n not in STANDARD_PLAYER_COUNTS]
+    return text + (f" ({' or '.join(variants)} as a variant)" if variants else "")
+
+
 DEAL_FORMAT = "gaigel-deal-v1"
 MAX_SEED = (1 << 64) - 1
 _MASK64 = (1 << 64) - 1
@@ -143,6 +158,6 @@ class Deal:
 
 def deal(seed: int, hand: int, players: int, packets: str = "3-T-2") -> Deal:
     """The deal of hand *hand* (0-based) of the match with *seed* for *players* players."""
-    if players <= 0 or 48 % players or players > 8 or players == 1:
-        raise ValueError(f"cannot deal to {players} players (allowed: 2, 3, 4, 6, 8)")
+    if players not in PLAYER_COUNTS:
+        raise ValueError(f"cannot deal to {players} players (allowed: {', '.join(map(str, PLAYER_COUNTS))})")
     return Deal.from_deck(shuffled_deck(seed, hand), players, packets)

@@ -32,6 +32,10 @@ class MatchTermination(enum.Enum):
     CANCELLED = "cancelled"
 
 
+MATCH_TERMINATIONS: tuple[str, ...] = tuple(t.value for t in MatchTermination)
+"""The termination names of records, protocol, metrics and arena outcomes: the one list every layer derives from."""
+
+
 @dataclasses.dataclass(frozen=True)
 class MatchSpec:
     """Everything that fixes a match: rules, seed, number of hands and who sits where."""

@@ -9,6 +9,7 @@ and the hand result, then the match result. :mod:`gaigel.replay` re-derives ever
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,12 +107,25 @@ class RecordWriter:
         return self.data
 
 
-def dump_record(record: dict[str, Any], path: str | Path) -> None:
-    """Writes *record* atomically (temp file, then rename), so a crash leaves no half file."""
+def write_json_atomic(data: Any, path: str | Path, *, indent: int | None = None) -> None:
+    """Writes *data* as JSON through a per-process temp file beside *path* and a rename, so no
+    reader sees half a file, a crash leaves none, and concurrent writers never share a temp file.
+    Compact unless *indent* is given. The one atomic JSON writer of the engine, server and arena
+    (the SDK, which may not import the engine, has its own for its resume file)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    text = json.dumps(data, separators=(",", ":")) if indent is None else json.dumps(data, indent=indent)
+    try:
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def dump_record(record: dict[str, Any], path: str | Path) -> None:
+    """Writes *record* atomically, one line per key for people reading it."""
+    write_json_atomic(record, path, indent=1)
 
 
 def load_record(path: str | Path) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from gaigel.deal import PLAYER_COUNTS, player_counts_text
+
 
 class Opening(enum.IntEnum):
     """Trick-1 declarations of the forehand (RULES.md §4)."""
@@ -124,9 +126,10 @@ class Ruleset:
                 lo, hi = _RANGES[f.name]
                 if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
                     raise RulesetError(f"ruleset option {name} must be an integer in {lo}..{hi}, got {value!r}")
-        if self.players not in (2, 3, 4, 6, 8):
+        if self.players not in PLAYER_COUNTS:
             raise RulesetError(
-                f"players must be 2, 3, 4, 6 or 8 (48 cards must split into 5-card hands and whole draw rounds), got {self.players}"
+                f"players must be {player_counts_text()} (48 cards must split into 5-card hands and whole draw rounds), "
+                f"got {self.players}"
             )
         if not isinstance(self.opening_enabled, frozenset) or not all(
             isinstance(o, Opening) for o in self.opening_enabled

@@ -5,7 +5,9 @@
 * every ``gaigel <command>`` (and ``gaigel arena <command>``) in docs/*.md is a real
   subcommand of ``gaigel --help``;
 * every relative link between docs/*.md and the README files resolves, anchors in links
-  from docs/*.md included.
+  from docs/*.md included;
+* the newcomer's path works as printed: the README's bot commands from a checkout without an
+  activated venv, the stdio example, the transcript bot's ending, the stub include path.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -168,3 +173,195 @@ def test_relative_links_resolve(doc: Path) -> None:
         assert resolved.exists(), f"{doc.relative_to(ROOT)}: link {target!r} points to a missing file"
         if anchor and doc.parent == DOCS and resolved.suffix == ".md":
             assert anchor in slugs(resolved), f"{doc.relative_to(ROOT)}: link {target!r}: no heading #{anchor}"
+
+
+# --- newcomer paths: the commands and examples a first-time reader copies -----------------
+
+
+def readme_bot_commands() -> dict[str, list[str]]:
+    """The README's commands for bot authors, keyed by their trailing comment."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Bot authors", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands: dict[str, list[str]] = {}
+    for line in block.splitlines():
+        command, _, comment = line.partition("  #")
+        commands[comment.strip()] = shlex.split(command)
+    return commands
+
+
+def as_printed(argv: list[str]) -> list[str]:
+    """*argv* with the README's ``.venv/bin/gaigel``: that file in a checkout set up as the README says,
+    else the gaigel of the interpreter running the tests (a venv elsewhere)."""
+    assert argv[0] == ".venv/bin/gaigel", argv
+    if (ROOT / ".venv" / "bin" / "gaigel").exists():
+        return argv
+    return [str(Path(sysconfig.get_path("scripts")) / "gaigel"), *argv[1:]]
+
+
+def not_activated_env(home: Path) -> dict[str, str]:
+    """A shell without an activated venv: only the system folders on PATH."""
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+
+
+@pytest.mark.parametrize("label", ["Python SDK", "any language, JSON lines (needs jq)", "conformance checks"])
+def test_readme_bot_commands_work_as_printed(label: str, tmp_path: Path) -> None:
+    """The README's Python, stdio and check-bot commands pass from the checkout, venv not activated."""
+    argv = readme_bot_commands()[label]
+    for tool in ("bash", "jq") if "jq" in label else ():
+        if not shutil.which(tool, path="/usr/bin:/bin"):
+            if os.environ.get("CI"):
+                pytest.fail(f"{tool} is missing (apt-get install -y {tool})")
+            pytest.skip(f"{tool} is not installed")
+    proc = subprocess.run(
+        as_printed(argv), cwd=ROOT, env=not_activated_env(tmp_path), capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("ok: "), proc.stdout
+
+
+def test_readme_names_every_house_bot_for_try() -> None:
+    """The README's ``--house a|b|...`` lists exactly gaigel.bots.HOUSE_BOTS."""
+    from gaigel.bots import HOUSE_BOTS
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.search(r"`--house ([a-z|]+)`", text)
+    assert listed and sorted(listed.group(1).split("|")) == sorted(HOUSE_BOTS)
+
+
+def exchange_lines(doc: Path) -> list[list[str]]:
+    """The ``>``/``<`` lines of each example exchange in *doc*."""
+    blocks = re.findall(r"(?ms)^```\n(.*?)^```", doc.read_text(encoding="utf-8"))
+    return [[line for line in b.splitlines() if line[:2] in ("> ", "< ")] for b in blocks if b.startswith(("> ", "< "))]
+
+
+def test_stdio_examples_answer_each_decision_once() -> None:
+    """In docs/stdio-protocol.md, every decision line gets at most one answer and every answer follows one."""
+    blocks = exchange_lines(DOCS / "stdio-protocol.md")
+    assert blocks
+    for lines in blocks:
+        open_decision = lines[0].startswith("< ")  # a block may go on with the decision of the one before
+        for line in lines:
+            if line.startswith('> {"type":"decision"'):
+                open_decision = True
+            elif line.startswith("< "):
+                assert open_decision, f"an answer without an open decision: {line[:60]}"
+                open_decision = False
+
+
+def test_stdio_random_bot_answers_each_decision_once() -> None:
+    """clients/stdio/random_bot.sh writes exactly one answer line per decision line, none for other lines."""
+    if not (shutil.which("bash") and shutil.which("jq")):
+        if os.environ.get("CI"):
+            pytest.fail("bash and jq are needed")
+        pytest.skip("bash or jq is not installed")
+    to_bot = [line[2:] for lines in exchange_lines(DOCS / "stdio-protocol.md") for line in lines if line[0] == ">"]
+    decisions = [json.loads(line) for line in to_bot if line.startswith('{"type":"decision"')]
+    assert len(decisions) >= 2 and len(to_bot) > len(decisions)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "clients" / "stdio" / "random_bot.sh")],
+        input="\n".join(to_bot) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(answers) == len(decisions)
+    for answer, decision in zip(answers, decisions, strict=True):
+        assert answer["action"] in {a["id"] for a in decision["legal_actions"]}
+
+
+def python_block(doc: Path, first_line: str) -> str:
+    """The ```python block of *doc* that starts with *first_line*."""
+    for block in re.findall(r"(?ms)^```python\n(.*?)^```", doc.read_text(encoding="utf-8")):
+        if block.startswith(first_line):
+            return str(block)
+    raise AssertionError(f"{doc.name}: no python block starting with {first_line!r}")
+
+
+def test_transcript_bot_ends_its_stream_as_the_guide_says(tmp_path: Path) -> None:
+    """The bot guide's transcript_bot.py leaves after MatchEnd and the server ends its stream: it exits 0 by itself."""
+    import asyncio
+
+    from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+    from gaigel_server.server import ServerConfig, create_server
+
+    script = tmp_path / "transcript_bot.py"
+    script.write_text(python_block(DOCS / "bot-guide.md", "# transcript_bot.py"), encoding="utf-8")
+
+    async def scenario() -> tuple[int | None, bytes]:
+        server, port = create_server("127.0.0.1:0", ServerConfig())
+        await server.start()
+        try:
+            token = server.bots.register("transcript")
+            env = dict(os.environ, GAIGEL_SERVER=f"127.0.0.1:{port}", GAIGEL_TOKEN=token, GAIGEL_BOT_NAME="transcript")
+            bot = await asyncio.create_subprocess_exec(
+                sys.executable, str(script), env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+            async with grpc_channel(port) as channel:
+                request = ms.CreateMatchRequest(players=2, seat_bots=["transcript", "house:random"], hands=1, seed=5)
+                metadata = (("authorization", f"Bearer {server.admin_token}"),)
+                await ms_grpc.MatchServiceStub(channel).CreateMatch(request, metadata=metadata, timeout=10)
+            try:
+                out, _ = await asyncio.wait_for(bot.communicate(), 30)
+            except TimeoutError:
+                bot.kill()
+                await bot.wait()
+                return None, b""
+            return bot.returncode, out
+        finally:
+            await server.stop(1.0)
+
+    code, out = asyncio.run(scenario())
+    assert code == 0, "the transcript bot did not end on its own after MatchEnd"
+    assert "match_end" in json.loads(out.decode().splitlines()[-1])
+
+
+def grpc_channel(port: int) -> Any:
+    import grpc
+
+    return grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+
+
+def test_stubs_generate_with_the_documented_include_path(tmp_path: Path) -> None:
+    """The bot guide's grpc_tools.protoc command (include path proto/) compiles every .proto."""
+    text = (DOCS / "bot-guide.md").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.startswith("python -m grpc_tools.protoc "))
+    argv = shlex.split(line)
+    out = tmp_path / "gen"
+    out.mkdir()
+    argv = [sys.executable if a == "python" else a.replace("=gen", f"={out}") for a in argv]
+    files = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(argv[-1]))
+    assert len(files) == 4
+    proc = subprocess.run([*argv[:-1], *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (out / "gaigel" / "v1").glob("*_pb2.py")) == [
+        "bot_service_pb2.py",
+        "common_pb2.py",
+        "game_pb2.py",
+        "match_service_pb2.py",
+    ]
+
+
+def test_operator_guide_states_the_arena_metrics_address() -> None:
+    """The metrics section names the arena's real default address, and no doc says it listens on all interfaces."""
+    import argparse
+
+    from gaigel_arena.commands import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["arena", "run", "x.toml"])
+    text = (DOCS / "operator-guide.md").read_text(encoding="utf-8")
+    section = text.split("## Prometheus metrics", 1)[1].split("\n## ", 1)[0]
+    paragraph = " ".join(section.split("\n\n", 2)[1].split())
+    assert f"the arena on `--metrics-address` `--metrics-port`, default address `{args.metrics_address}`" in paragraph
+    assert "all interfaces" not in paragraph
+
+
+def test_stdio_guide_shows_the_random_bot_as_it_is() -> None:
+    """The whole bot printed in docs/stdio-protocol.md is clients/stdio/random_bot.sh, byte for byte."""
+    text = (DOCS / "stdio-protocol.md").read_text(encoding="utf-8")
+    shown = re.findall(r"(?ms)^```bash\n(.*?)^```", text)
+    assert shown == [(ROOT / "clients" / "stdio" / "random_bot.sh").read_text(encoding="utf-8")]

@@ -25,9 +25,11 @@ from gaigel_arena.ratings import (
     elo_history,
     games_per_pair,
     has_finite_mle,
+    interval_known,
     is_connected,
     likelihood_of_superiority,
 )
+from gaigel_arena.report import format_table
 
 NAMES = ("ann", "bob", "cat", "dan")
 NEW_NAMES = ("zed", "yul", "xia", "wim")
@@ -258,6 +260,23 @@ class TestBootstrap:
             many_width = many[name][1] - many[name][0]
             assert many_width < 0.6 * few_width, name
 
+    def test_one_duplicate_set_gives_unknown_intervals_not_zero_width(self) -> None:
+        """With a single set every resample is that set: the intervals are (-inf, inf), shown as unknown
+        in the text table, as null in strict JSON and as unknown in HTML; two sets give real widths."""
+        one = simulate(self.STRENGTHS, sets=1, seed=9)
+        intervals = bootstrap_bt(one, samples=100)
+        assert intervals and all(iv == (-math.inf, math.inf) for iv in intervals.values())
+        assert not any(interval_known(iv) for iv in intervals.values())
+        anchored = bootstrap_bt(one, samples=100, anchor="ann")
+        assert anchored["ann"] == (0.0, 0.0) and anchored["bob"] == (-math.inf, math.inf)
+        standings = build_standings(one, samples=100)
+        data = json.loads(standings.to_json())  # strict JSON: no Infinity
+        assert all(row["bt_ci95"] == [None, None] for row in data["rows"])
+        text = format_table(standings)
+        assert "unknown" in text and "raise sets_per_pairing" in text
+        two = bootstrap_bt(simulate(self.STRENGTHS, sets=2, seed=9), samples=100)
+        assert all(interval_known(iv) and iv[1] > iv[0] for iv in two.values())
+
     def test_resamples_whole_sets(self) -> None:
         """If every set splits 1-1, any resample of whole sets is level, so the interval is a point."""
         results = []
@@ -286,11 +305,13 @@ class TestBootstrap:
             assert low < point[name] < high
 
     def test_bot_missing_from_samples_and_bad_arguments(self) -> None:
-        """A bot found in one set of many still gets an interval; samples < 1 is refused."""
+        """A bot found in one set of many has an unknown interval (its own spread cannot be resampled),
+        the others keep theirs; samples < 1 is refused."""
         extra = [GameResult("extra", "eve", "ann", 1.0), GameResult("extra", "ann", "eve", 1.0)]
         results = [*simulate(self.STRENGTHS, sets=20, seed=8), *extra]
         intervals = bootstrap_bt(results, samples=100)
-        assert all(math.isfinite(x) for x in intervals["eve"])
+        assert intervals["eve"] == (-math.inf, math.inf)
+        assert interval_known(intervals["ann"]) and intervals["ann"][0] < intervals["ann"][1]
         assert bootstrap_bt([], samples=10) == {}
         with pytest.raises(ValueError, match="samples"):
             bootstrap_bt(results, samples=0)

@@ -42,8 +42,8 @@ def configure_logging(level: str | None) -> None:
 
 def cmd_arena_run(args: argparse.Namespace) -> int:
     """gaigel arena run."""
+    from gaigel.record import write_json_atomic
     from gaigel_arena.config import load_config
-    from gaigel_arena.executors import write_json_atomic
     from gaigel_arena.metrics import ArenaMetrics
     from gaigel_arena.report import format_table, load_report, report_dict
     from gaigel_arena.runner import ArenaError, Progress, run_arena
@@ -77,6 +77,9 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     except ArenaError as e:
         raise CliError(str(e)) from None
+    except KeyboardInterrupt:
+        print(_interrupted_message(out, args.db), file=sys.stderr)
+        return 130
     report = load_report(summary.db_path, samples=args.bootstrap)
     data = report_dict(report)
     write_json_atomic(data, out / "report.json")
@@ -90,6 +93,20 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
             + f"; journal {summary.db_label}"
         )
     return 0
+
+
+def _interrupted_message(out: Path, db: str | None) -> str:
+    """What Ctrl-C left behind and how to go on (the journal keeps every finished match)."""
+    from gaigel_arena.journal import JournalError, redact_url, resolve_db
+
+    try:
+        journal = redact_url(resolve_db(out, db))
+    except JournalError:
+        journal = "the journal"
+    return (
+        f"gaigel arena run: interrupted; finished matches are kept in {journal}: "
+        "run the same command again to resume (unfinished matches are replayed from their seed)"
+    )
 
 
 def cmd_arena_report(args: argparse.Namespace) -> int:

@@ -45,13 +45,15 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from gaigel.deal import STANDARD_PLAYER_COUNTS, player_counts_text
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+from gaigel_arena.schedule import check_unambiguous_ids
+from gaigel_server.auth import check_bot_name
 
 __all__ = ["ArenaConfig", "BotConfig", "BotKind", "ClockConfig", "ConfigError", "load_config", "parse_config"]
 
@@ -59,9 +61,6 @@ BotKind = Literal["house", "command", "remote"]
 
 CONFIG_FORMAT = "gaigel.arena.config.v1"
 """Format tag of :meth:`ArenaConfig.canonical`."""
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.]{1,40}$")
-_PLAYERS = (2, 3, 4, 6)
 
 
 class ConfigError(ValueError):
@@ -244,8 +243,8 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         )
 
     players = game.get("players", 2)
-    if players not in _PLAYERS or isinstance(players, bool):
-        raise ConfigError(f"game.players must be 2, 3, 4 or 6, got {players!r}")
+    if players not in STANDARD_PLAYER_COUNTS or isinstance(players, bool):  # the 8-player variant is not scheduled
+        raise ConfigError(f"game.players must be {player_counts_text(STANDARD_PLAYER_COUNTS)}, got {players!r}")
     rules = game.get("rules", "default")
     if rules not in PRESETS:
         raise ConfigError(f"game.rules must be one of {', '.join(PRESETS)}, got {rules!r}")
@@ -272,6 +271,10 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         raise ConfigError(
             f"{players} players with {ruleset.num_sides} sides need at least {ruleset.num_sides} bots, got {len(bots)}"
         )
+    try:
+        check_unambiguous_ids([b.name for b in bots], ruleset.num_sides)
+    except ValueError as e:
+        raise ConfigError(f"bots: {e}") from None
     return ArenaConfig(
         name=name,
         seed=seed,
@@ -313,8 +316,12 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
                 f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: name, house, command, remote, token)"
             )
         name = entry.get("name")
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ConfigError(f"{where}.name must be 1 to 40 letters, digits, '_' or '.', got {name!r}")
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}.name must be a string, got {name!r}")
+        try:  # the server's rule: every arena bot is registered there by this name
+            check_bot_name(name)
+        except ValueError as e:
+            raise ConfigError(f"{where}.name: {e}") from None
         if name in seen:
             raise ConfigError(f"bot name {name!r} is used twice")
         seen.add(name)

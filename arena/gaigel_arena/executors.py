@@ -22,16 +22,15 @@ import concurrent.futures
 import concurrent.futures.process
 import ctypes
 import dataclasses
-import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Protocol
 
 from gaigel.match import MatchSpec, MatchTermination, play_match
+from gaigel.record import write_json_atomic
 from gaigel.ruleset import Ruleset
 from gaigel_arena.config import BotConfig
 
@@ -91,14 +90,6 @@ class Executor(Protocol):
     def shutdown(self) -> None:
         """Stops the workers (running matches are abandoned, not counted)."""
         ...
-
-
-def write_json_atomic(data: Any, path: str | Path) -> None:
-    """Writes JSON through a per-process temp file and a rename, so no reader sees half a file."""
-    path = Path(path)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
-    tmp.replace(path)
 
 
 def play_house_match(job: MatchJob) -> tuple[MatchOutcome, dict[str, Any] | None]:

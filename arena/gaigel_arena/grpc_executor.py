@@ -34,7 +34,6 @@ import contextlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -44,8 +43,10 @@ from typing import Any
 
 import structlog
 
+from gaigel.record import write_json_atomic
 from gaigel_arena.config import ArenaConfig, BotConfig
-from gaigel_arena.executors import MatchJob, MatchOutcome, write_json_atomic
+from gaigel_arena.executors import MatchJob, MatchOutcome
+from gaigel_harness.launch import bot_environment, find_program
 
 __all__ = ["GrpcExecutor", "forfeit_reason"]
 
@@ -179,16 +180,12 @@ class GrpcExecutor:
         return list(bot.command)
 
     def _spawn(self, bot: BotConfig, k: int) -> None:
-        env = {
-            **os.environ,
-            "GAIGEL_SERVER": f"127.0.0.1:{self.port}",
-            "GAIGEL_TOKEN": self._tokens[bot.name],
-            "GAIGEL_BOT_NAME": bot.name,
-        }
+        env = bot_environment(
+            GAIGEL_SERVER=f"127.0.0.1:{self.port}", GAIGEL_TOKEN=self._tokens[bot.name], GAIGEL_BOT_NAME=bot.name
+        )
         command = self._command(bot)
         program = command[0]
-        found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
-        if found is None:
+        if find_program(program, env) is None:
             raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {program} is not an executable")
         if sys.platform.startswith("linux"):
             command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *command]

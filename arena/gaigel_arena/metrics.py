@@ -10,9 +10,12 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from gaigel.match import MATCH_TERMINATIONS
+
 __all__ = ["OUTCOMES", "ArenaMetrics"]
 
-OUTCOMES = ("completed", "forfeit", "aborted", "cancelled", "void")
+OUTCOMES = (*MATCH_TERMINATIONS, "void")
+"""Match terminations, plus ``void``: a match the arena could not count (it is replayed)."""
 """``outcome`` label values: the match terminations plus ``void`` (replayed, not rated)."""
 
 

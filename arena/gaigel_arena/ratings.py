@@ -331,6 +331,16 @@ def _pair_sums(pair: NDArray[np.intp], weights: FloatArray, n: int) -> FloatArra
     return np.asarray(np.bincount(pair, weights=weights, minlength=n * n), dtype=np.float64).reshape(n, n)
 
 
+MIN_SETS_FOR_INTERVAL = 2
+"""A bot seen in fewer duplicate sets gets the interval ``(-inf, inf)``: resampling a
+single set only ever redraws that set, so the bootstrap would show a false zero width."""
+
+
+def interval_known(interval: tuple[float, float]) -> bool:
+    """False for an interval that is unknown (infinite) or was not computed (NaN)."""
+    return math.isfinite(interval[0]) and math.isfinite(interval[1])
+
+
 def bootstrap_bt(
     results: Iterable[GameResult],
     samples: int = 1000,
@@ -346,7 +356,9 @@ def bootstrap_bt(
     :func:`bradley_terry` does (same prior rule, same centring, over the bots present in
     that sample). A bot missing from a sample is left out of that sample's percentiles
     (a sample missing the anchor is skipped); a bot missing from every sample gets
-    ``(nan, nan)``. Sets are numbered in ``set_id`` order and the sampler is
+    ``(nan, nan)``. A bot that played in fewer than :data:`MIN_SETS_FOR_INTERVAL` duplicate
+    sets gets ``(-inf, inf)`` (unknown; the anchor keeps its fixed value). Sets are numbered
+    in ``set_id`` order and the sampler is
     ``numpy.random.default_rng(seed)``, so the answer depends only on the results and
     the seed, never on their order.
 
@@ -388,10 +400,16 @@ def bootstrap_bt(
         theta, _ = _fit(sample_tally, prior_draws, full_theta[present])
         draws[row, present] = _centre(ELO_SCALE * theta, sample_tally.names, anchor)
 
+    sets_of: dict[BotName, set[SetId]] = {name: set() for name in names}
+    for g in games:
+        sets_of[g.a].add(g.set_id)
+        sets_of[g.b].add(g.set_id)
     intervals: dict[BotName, tuple[float, float]] = {}
     for i, name in enumerate(names):
         column = draws[:, i][~np.isnan(draws[:, i])]
-        if column.size == 0:
+        if len(sets_of[name]) < MIN_SETS_FOR_INTERVAL and name != anchor:
+            intervals[name] = (-math.inf, math.inf)
+        elif column.size == 0:
             intervals[name] = (math.nan, math.nan)
         else:
             low, high = np.percentile(column, [2.5, 97.5])
@@ -504,10 +522,11 @@ class Standings:
     los: Mapping[BotName, Mapping[BotName, float]]
 
     def to_dict(self) -> dict[str, object]:
-        """Return a JSON-ready dictionary; NaN (no interval computed) becomes ``None``."""
+        """Return a JSON-ready dictionary; an interval bound that is NaN (not computed) or
+        infinite (unknown: too few duplicate sets) becomes ``None``."""
 
         def number(x: float) -> float | None:
-            return None if math.isnan(x) else x
+            return x if math.isfinite(x) else None
 
         return {
             "format": STANDINGS_FORMAT,

@@ -49,9 +49,10 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from gaigel.record import write_json_atomic
 from gaigel.state import ENGINE_VERSION
 from gaigel_arena.config import ArenaConfig
-from gaigel_arena.executors import MatchJob, MatchOutcome, play_house_match, write_json_atomic
+from gaigel_arena.executors import MatchJob, MatchOutcome, play_house_match
 
 __all__ = ["INSTALL_HINT", "RayConnectError", "RayExecutor", "play_ray_task"]
 

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from gaigel_arena.journal import DEFAULT_DB_NAME, DbTarget, Journal, JournalError, is_url
-from gaigel_arena.ratings import GameResult, Standings, build_standings, elo_history
+from gaigel_arena.ratings import (
+    MIN_SETS_FOR_INTERVAL,
+    GameResult,
+    Standings,
+    build_standings,
+    elo_history,
+    interval_known,
+)
 from gaigel_arena.runner import journal_results
 
 __all__ = ["ArenaReport", "format_table", "load_report", "render_html", "report_dict"]
@@ -69,7 +76,8 @@ def load_report(path: DbTarget, samples: int = 1000) -> ArenaReport:
 
 
 def _num(x: float) -> float | None:
-    return None if math.isnan(x) else round(x, 3)
+    """JSON-safe: NaN (not computed) and infinite bounds (unknown interval) become null."""
+    return round(x, 3) if math.isfinite(x) else None
 
 
 def report_dict(report: ArenaReport) -> dict[str, Any]:
@@ -105,6 +113,20 @@ def report_dict(report: ArenaReport) -> dict[str, Any]:
     }
 
 
+UNKNOWN_INTERVAL_NOTE = (
+    f"note: an interval is unknown for a bot with fewer than {MIN_SETS_FOR_INTERVAL} duplicate sets "
+    "(one set cannot show its spread); raise sets_per_pairing"
+)
+
+
+def _interval_text(interval: tuple[float, float], form: str) -> str:
+    """A 95% interval for a table: blank when not computed, "unknown" when infinite."""
+    lo, hi = interval
+    if math.isnan(lo):
+        return ""
+    return form.format(lo, hi) if interval_known(interval) else "unknown"
+
+
 def format_table(standings: Standings, done: int | None = None, total: int | None = None) -> str:
     """The rating table as fixed-width text."""
     lines = []
@@ -113,10 +135,11 @@ def format_table(standings: Standings, done: int | None = None, total: int | Non
     header = f"{'#':>3}  {'bot':<20} {'Elo':>7} {'BT':>7} {'BT 95% interval':>17} {'games':>6} {'score':>7}"
     lines += [header, "-" * len(header)]
     for rank, row in enumerate(standings.rows, 1):
-        lo, hi = row.bt_ci95
-        ci = "" if math.isnan(lo) else f"[{lo:+.0f}, {hi:+.0f}]"
+        ci = _interval_text(row.bt_ci95, "[{:+.0f}, {:+.0f}]")
         pct = 100.0 * row.score / row.games if row.games else 0.0
         lines.append(f"{rank:>3}  {row.name:<20} {row.elo:>7.0f} {row.bt:>+7.0f} {ci:>17} {row.games:>6} {pct:>6.1f}%")
+    if any(math.isinf(row.bt_ci95[1]) for row in standings.rows):
+        lines.append(UNKNOWN_INTERVAL_NOTE)
     if not standings.connected:
         lines.append("note: not every bot has met every other; ratings of separate groups are not comparable")
     return "\n".join(lines)
@@ -241,8 +264,7 @@ def render_html(report: ArenaReport) -> str:
     esc = html.escape
     rows_html = []
     for rank, row in enumerate(st.rows, 1):
-        lo, hi = row.bt_ci95
-        ci = "" if math.isnan(lo) else f"{lo:+.0f} … {hi:+.0f}"
+        ci = _interval_text(row.bt_ci95, "{:+.0f} … {:+.0f}")
         pct = 100.0 * row.score / row.games if row.games else 0.0
         rows_html.append(
             f'<tr><td>{rank}</td><td class="name"><span class="swatch" style="background:{colours[row.name]}"></span>'
@@ -286,6 +308,8 @@ def render_html(report: ArenaReport) -> str:
         if st.connected
         else "<p><b>Note:</b> not every bot has met every other; separate groups are not comparable.</p>"
     )
+    if any(math.isinf(row.bt_ci95[1]) for row in st.rows):
+        note += f"<p><b>Note:</b> {esc(UNKNOWN_INTERVAL_NOTE.removeprefix('note: '))}.</p>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(report.name)}: Gaigel arena report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">

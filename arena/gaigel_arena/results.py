@@ -12,12 +12,12 @@ forfeit, ``forfeit_sides``. Sides are compared by dashes (fewer is better):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gaigel_arena.ratings import GameResult
 
-__all__ = ["pairwise_results", "results_in_order"]
+__all__ = ["pairwise_results"]
 
 
 def pairwise_results(set_id: str, sides: Sequence[str], result: Mapping[str, Any]) -> list[GameResult]:
@@ -40,12 +40,4 @@ def pairwise_results(set_id: str, sides: Sequence[str], result: Mapping[str, Any
         else:
             score = 0.5
         out.append(GameResult(set_id, sides[i], sides[j], score))
-    return out
-
-
-def results_in_order(rows: Iterable[tuple[str, Sequence[str], Mapping[str, Any]]]) -> list[GameResult]:
-    """Flattens ``(set_id, sides, result)`` rows (in schedule order) into pairwise results."""
-    out: list[GameResult] = []
-    for set_id, sides, result in rows:
-        out.extend(pairwise_results(set_id, sides, result))
     return out

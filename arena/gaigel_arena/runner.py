@@ -19,6 +19,7 @@ from typing import TextIO
 
 import structlog
 
+from gaigel.match import MATCH_TERMINATIONS
 from gaigel_arena.config import ArenaConfig
 from gaigel_arena.executors import Executor, InlineExecutor, LocalExecutor, MatchJob, MatchOutcome
 from gaigel_arena.journal import DbTarget, Journal, redact_url, resolve_db
@@ -332,7 +333,7 @@ def _drive(
     return played
 
 
-_KNOWN: frozenset[str] = frozenset({"completed", "forfeit", "aborted", "cancelled"})
+_KNOWN: frozenset[str] = frozenset(MATCH_TERMINATIONS)
 
 
 def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:

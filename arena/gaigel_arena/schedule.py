@@ -11,7 +11,8 @@
 * The order is set by set, then group by group in configuration order, then rotation,
   so a partly played arena is balanced and a resumed arena plays the same list.
 * Every match has a stable id such as ``s0003-r1-alice-bob`` (set, rotation, the group
-  in configuration order); bot names cannot contain ``-``, so ids are unambiguous.
+  in configuration order). Bot names may contain ``-``; a schedule whose ids would then
+  collide (bots ``a-b`` and ``c`` beside ``a`` and ``b-c``) is refused.
 
 Nothing here reads a clock, does I/O or draws randomness.
 """
@@ -24,10 +25,9 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import TypeAlias
 
-from gaigel.match import MatchSpec
 from gaigel.ruleset import Ruleset
 
-__all__ = ["MatchId", "ScheduledMatch", "build_schedule", "groups", "set_seed"]
+__all__ = ["MatchId", "ScheduledMatch", "build_schedule", "check_unambiguous_ids", "groups", "set_seed"]
 
 MatchId: TypeAlias = str
 """A scheduled match's stable id, e.g. ``s0003-r1-alice-bob``."""
@@ -58,10 +58,6 @@ class ScheduledMatch:
     def set_id(self) -> str:
         """The duplicate set this match belongs to (its correlated siblings share it)."""
         return f"s{self.set_index:04d}-{'-'.join(self.group)}"
-
-    def spec(self, ruleset: Ruleset, hands: int) -> MatchSpec:
-        """The engine's match spec (seat 0 is forehand of hand 0 in every rotation)."""
-        return MatchSpec(ruleset=ruleset, seed=self.seed, hands=hands, bots=self.seats)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready description."""
@@ -112,12 +108,28 @@ def _iter_schedule(bots: Sequence[str], ruleset: Ruleset, sets: int, arena_seed:
 def build_schedule(bots: Sequence[str], ruleset: Ruleset, sets: int, arena_seed: int) -> list[ScheduledMatch]:
     """The full schedule: ``sets * len(groups) * sides`` matches in play order.
 
-    :raises ValueError: for fewer bots than sides, repeated names, ``sets < 1`` or a
-        bot name containing ``-``.
+    :raises ValueError: for fewer bots than sides, repeated or empty names, ``sets < 1`` or
+        names whose match ids would collide.
     """
     if sets < 1:
         raise ValueError(f"need at least one duplicate set, got {sets}")
-    for name in bots:
-        if not name or "-" in name:
-            raise ValueError(f"bot names must be non-empty and must not contain '-': {name!r}")
+    if not all(bots):
+        raise ValueError("bot names must be non-empty")
+    check_unambiguous_ids(bots, ruleset.num_sides)
     return list(_iter_schedule(bots, ruleset, sets, arena_seed))
+
+
+def check_unambiguous_ids(bots: Sequence[str], sides: int) -> None:
+    """Refuses bot names whose groups join (with ``-``) to the same match id.
+
+    :raises ValueError: naming the two groups.
+    """
+    seen: dict[str, tuple[str, ...]] = {}
+    for group in groups(bots, sides):
+        joined = "-".join(group)
+        if joined in seen:
+            raise ValueError(
+                f"bot names {' + '.join(seen[joined])} and {' + '.join(group)} give the same match ids ({joined}): "
+                "rename one of them"
+            )
+        seen[joined] = group

@@ -546,6 +546,54 @@ class RegisterBotResponse(_message.Message):
 Global___RegisterBotResponse: _TypeAlias = RegisterBotResponse  # noqa: Y015
 
 @_typing.final
+class UnregisterBotRequest(_message.Message):
+    """Request of MatchService.UnregisterBot."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BOT_NAME_FIELD_NUMBER: _builtins.int
+    bot_name: _builtins.str
+    """Required. The registered bot name to remove."""
+    def __init__(
+        self,
+        *,
+        bot_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnregisterBotRequest: _TypeAlias = UnregisterBotRequest  # noqa: Y015
+
+@_typing.final
+class UnregisterBotResponse(_message.Message):
+    """Response of MatchService.UnregisterBot."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BOT_NAME_FIELD_NUMBER: _builtins.int
+    SESSIONS_ENDED_FIELD_NUMBER: _builtins.int
+    bot_name: _builtins.str
+    """The removed bot name."""
+    sessions_ended: _builtins.int
+    """How many idle sessions of the bot the server ended."""
+    def __init__(
+        self,
+        *,
+        bot_name: _builtins.str = ...,
+        sessions_ended: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "sessions_ended", b"sessions_ended"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnregisterBotResponse: _TypeAlias = UnregisterBotResponse  # noqa: Y015
+
+@_typing.final
 class WatchMatchRequest(_message.Message):
     """Request of MatchService.WatchMatch."""
 

@@ -65,6 +65,11 @@ class MatchServiceStub:
                 request_serializer=gaigel_dot_v1_dot_match__service__pb2.RegisterBotRequest.SerializeToString,
                 response_deserializer=gaigel_dot_v1_dot_match__service__pb2.RegisterBotResponse.FromString,
                 _registered_method=True)
+        self.UnregisterBot = channel.unary_unary(
+                '/gaigel.v1.MatchService/UnregisterBot',
+                request_serializer=gaigel_dot_v1_dot_match__service__pb2.UnregisterBotRequest.SerializeToString,
+                response_deserializer=gaigel_dot_v1_dot_match__service__pb2.UnregisterBotResponse.FromString,
+                _registered_method=True)
         self.WatchMatch = channel.unary_stream(
                 '/gaigel.v1.MatchService/WatchMatch',
                 request_serializer=gaigel_dot_v1_dot_match__service__pb2.WatchMatchRequest.SerializeToString,
@@ -120,6 +125,16 @@ class MatchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UnregisterBot(self, request, context):
+        """Removes a registered bot name: revokes its token, ends its idle sessions (their
+        streams end with OK) and drops its per-bot metric series. NOT_FOUND if the name is
+        not registered; FAILED_PRECONDITION while it is seated in a waiting or running match
+        (cancel the match or wait for its end). Ended matches and their records keep the name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchMatch(self, request, context):
         """Follows a match as a spectator: public information only, never a hand, a face-down
         card before its reveal, a drawn card or the seed before the match ends. The stream
@@ -161,6 +176,11 @@ def add_MatchServiceServicer_to_server(servicer, server):
                     servicer.RegisterBot,
                     request_deserializer=gaigel_dot_v1_dot_match__service__pb2.RegisterBotRequest.FromString,
                     response_serializer=gaigel_dot_v1_dot_match__service__pb2.RegisterBotResponse.SerializeToString,
+            ),
+            'UnregisterBot': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterBot,
+                    request_deserializer=gaigel_dot_v1_dot_match__service__pb2.UnregisterBotRequest.FromString,
+                    response_serializer=gaigel_dot_v1_dot_match__service__pb2.UnregisterBotResponse.SerializeToString,
             ),
             'WatchMatch': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchMatch,
@@ -331,6 +351,33 @@ class MatchService:
             '/gaigel.v1.MatchService/RegisterBot',
             gaigel_dot_v1_dot_match__service__pb2.RegisterBotRequest.SerializeToString,
             gaigel_dot_v1_dot_match__service__pb2.RegisterBotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterBot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gaigel.v1.MatchService/UnregisterBot',
+            gaigel_dot_v1_dot_match__service__pb2.UnregisterBotRequest.SerializeToString,
+            gaigel_dot_v1_dot_match__service__pb2.UnregisterBotResponse.FromString,
             options,
             channel_credentials,
             insecure,

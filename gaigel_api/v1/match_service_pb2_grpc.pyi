@@ -55,6 +55,12 @@ class MatchServiceStub:
     """
     RegisterBot: _grpc.UnaryUnaryMultiCallable[_match_service_pb2.RegisterBotRequest, _match_service_pb2.RegisterBotResponse]
     """Registers a bot name and issues its token."""
+    UnregisterBot: _grpc.UnaryUnaryMultiCallable[_match_service_pb2.UnregisterBotRequest, _match_service_pb2.UnregisterBotResponse]
+    """Removes a registered bot name: revokes its token, ends its idle sessions (their
+    streams end with OK) and drops its per-bot metric series. NOT_FOUND if the name is
+    not registered; FAILED_PRECONDITION while it is seated in a waiting or running match
+    (cancel the match or wait for its end). Ended matches and their records keep the name.
+    """
     WatchMatch: _grpc.UnaryStreamMultiCallable[_match_service_pb2.WatchMatchRequest, _match_service_pb2.WatchMatchResponse]
     """Follows a match as a spectator: public information only, never a hand, a face-down
     card before its reveal, a drawn card or the seed before the match ends. The stream
@@ -82,6 +88,12 @@ class MatchServiceAsyncStub(MatchServiceStub):
     """
     RegisterBot: _aio.UnaryUnaryMultiCallable[_match_service_pb2.RegisterBotRequest, _match_service_pb2.RegisterBotResponse]  # type: ignore[assignment]
     """Registers a bot name and issues its token."""
+    UnregisterBot: _aio.UnaryUnaryMultiCallable[_match_service_pb2.UnregisterBotRequest, _match_service_pb2.UnregisterBotResponse]  # type: ignore[assignment]
+    """Removes a registered bot name: revokes its token, ends its idle sessions (their
+    streams end with OK) and drops its per-bot metric series. NOT_FOUND if the name is
+    not registered; FAILED_PRECONDITION while it is seated in a waiting or running match
+    (cancel the match or wait for its end). Ended matches and their records keep the name.
+    """
     WatchMatch: _aio.UnaryStreamMultiCallable[_match_service_pb2.WatchMatchRequest, _match_service_pb2.WatchMatchResponse]  # type: ignore[assignment]
     """Follows a match as a spectator: public information only, never a hand, a face-down
     card before its reveal, a drawn card or the seed before the match ends. The stream
@@ -142,6 +154,18 @@ class MatchServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_match_service_pb2.RegisterBotResponse, _abc.Awaitable[_match_service_pb2.RegisterBotResponse]]:
         """Registers a bot name and issues its token."""
+
+    @_abc_1.abstractmethod
+    def UnregisterBot(
+        self,
+        request: _match_service_pb2.UnregisterBotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_match_service_pb2.UnregisterBotResponse, _abc.Awaitable[_match_service_pb2.UnregisterBotResponse]]:
+        """Removes a registered bot name: revokes its token, ends its idle sessions (their
+        streams end with OK) and drops its per-bot metric series. NOT_FOUND if the name is
+        not registered; FAILED_PRECONDITION while it is seated in a waiting or running match
+        (cancel the match or wait for its end). Ended matches and their records keep the name.
+        """
 
     @_abc_1.abstractmethod
     def WatchMatch(

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import queue
 import random
 import secrets
@@ -43,6 +42,7 @@ from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
+from gaigel_harness.launch import bot_environment
 from gaigel_server import codec
 from gaigel_server.clock import Clock
 
@@ -83,7 +83,7 @@ class BotProcess:
     """The bot command with its stderr and stdout captured in a temp file (shown on failure)."""
 
     def __init__(self, cmd: Sequence[str], server: str, token: str, verbose: bool) -> None:
-        env = dict(os.environ, GAIGEL_SERVER=server, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=BOT_NAME)
+        env = bot_environment(GAIGEL_SERVER=server, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=BOT_NAME)
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the object)
         out: Any = None if verbose else self.log
         self.proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)

@@ -13,11 +13,15 @@ import sys
 import time
 from typing import Any
 
+from gaigel.bots import HOUSE_BOTS
 from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ruleset_from_args, seconds_arg, seed_arg
+from gaigel.deal import player_counts_text
+from gaigel_harness.launch import bot_environment
 from gaigel_server.clock import Clock
 from gaigel_server.commands import add_clock_args, clock_from_args, clock_options
 
-HOUSE_CHOICES = ("random", "first")
+EXIT_GRACE_S = 1.0
+"""Seconds a match may take to end on its own after the bot process exited (it may exit right after MatchEnd)."""
 
 
 def register(sub: Any) -> None:
@@ -47,16 +51,20 @@ def register(sub: Any) -> None:
         help="connect to --server with TLS (the bot command must then use TLS itself)",
     )
     p.add_argument("--ca-cert", metavar="PEM", help="CA certificate(s) to verify --server with (implies --tls)")
-    p.add_argument("--players", type=players_arg, default=2, help="2, 3, 4 or 6 (default %(default)s)")
+    p.add_argument("--players", type=players_arg, default=2, help=f"{player_counts_text()} (default %(default)s)")
     p.add_argument("--hands", type=positive_int, default=2, help="number of hands (default %(default)s)")
     p.add_argument("--seed", type=seed_arg, default=None, help="match seed (default random)")
     p.add_argument(
-        "--house", choices=HOUSE_CHOICES, default="random", help="house bot for the other seats (default %(default)s)"
+        "--house",
+        choices=sorted(HOUSE_BOTS),
+        default="random",
+        help="house bot for the other seats (default %(default)s)",
     )
     p.add_argument(
         "--time-limit", type=seconds_arg, default=120.0, help="seconds for the whole try (default %(default)s)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--record", metavar="FILE", default=None, help="save the match record (JSON) to FILE")
     add_ruleset_args(p)
     add_clock_args(p, server_defaults=True)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
@@ -83,7 +91,7 @@ def register(sub: Any) -> None:
 
 
 async def _start_bot(cmd: list[str], address: str, name: str, token: str) -> asyncio.subprocess.Process:
-    env = dict(os.environ, GAIGEL_SERVER=address, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
+    env = bot_environment(GAIGEL_SERVER=address, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
     try:
         return await asyncio.create_subprocess_exec(*cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
     except OSError as e:
@@ -101,6 +109,33 @@ async def _stop_bot(proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
+
+
+class _Watch:
+    """Decides when ``try``/``rematch`` stop waiting for a match: at the time limit, or soon after a bot exited."""
+
+    def __init__(self, time_limit: float, procs: dict[str, asyncio.subprocess.Process]) -> None:
+        self.time_limit = time_limit
+        self.deadline = time.monotonic() + time_limit
+        self.procs = procs
+        self.exited_at: float | None = None
+
+    def why_stop(self, waiting: bool) -> str | None:
+        """A note saying why the match is cancelled now, or None to keep waiting."""
+        now = time.monotonic()
+        if now > self.deadline:
+            return f"time limit of {self.time_limit:g} s reached: match cancelled"
+        exited = [(name, p.returncode) for name, p in self.procs.items() if p.returncode is not None]
+        if not exited:
+            return None
+        if self.exited_at is None:
+            self.exited_at = now
+        name, code = exited[0]
+        if waiting:
+            return f"bot {name} exited with code {code} before the match started"
+        if now - self.exited_at >= EXIT_GRACE_S:  # else it may be ending after MatchEnd: let the match end
+            return f"bot {name} exited with code {code} during the match: match cancelled"
+        return None
 
 
 async def _play_on_server(
@@ -123,13 +158,14 @@ async def _play_on_server(
     config = ServerConfig(clock=clock)
     server, port = create_server("127.0.0.1:0", config)
     await server.start()
-    procs: list[asyncio.subprocess.Process] = []
+    procs: dict[str, asyncio.subprocess.Process] = {}
     notes: list[str] = []
     try:
         tokens = {name: server.bots.register(name) for name in commands}
-        for name in seat_bots:
+        for seat, name in enumerate(seat_bots):
             if name in commands:
-                procs.append(await _start_bot(commands[name], f"127.0.0.1:{port}", name, tokens[name]))
+                proc = await _start_bot(commands[name], f"127.0.0.1:{port}", name, tokens[name])
+                procs[name if seat_bots.count(name) == 1 else f"{name} (seat {seat})"] = proc
         servicer = _match_servicer(server)
         request = ms.CreateMatchRequest(
             players=len(seat_bots),
@@ -142,24 +178,21 @@ async def _play_on_server(
         )
         table = servicer.build_table(request)
         server.lobby.add_table(table)
-        deadline = time.monotonic() + time_limit
+        watch = _Watch(time_limit, procs)
         while table.state != "ended":
-            if time.monotonic() > deadline:
-                notes.append(f"time limit of {time_limit:g} s reached: match cancelled")
-                server.lobby.cancel(table, "cancelled", "time limit")
+            note = watch.why_stop(table.state == "waiting")
+            if note:
+                notes.append(note)
+                server.lobby.cancel(table, "cancelled", note)
                 if table.task is not None:
                     with contextlib.suppress(asyncio.CancelledError):
                         await table.task
-                break
-            if table.state == "waiting" and procs and all(p.returncode is not None for p in procs):
-                notes.append(f"the bot exited with code {procs[0].returncode} before the match started")
-                server.lobby.cancel(table, "cancelled", "bot exited")
                 break
             await asyncio.sleep(0.05)
         assert table.record is not None
         return table.record, notes
     finally:
-        for proc in procs:
+        for proc in procs.values():
             await _stop_bot(proc)
         await server.stop(1.0)
 
@@ -217,7 +250,6 @@ async def _try_on_remote_server(
     if not token:
         raise CliError("--server needs the server's admin token: give --admin-token or set GAIGEL_ADMIN_TOKEN")
     metadata = (("authorization", f"Bearer {token}"),)
-    deadline = time.monotonic() + args.time_limit
     notes: list[str] = []
     async with _admin_channel(args) as channel:
         stub = ms_grpc.MatchServiceStub(channel)
@@ -247,15 +279,11 @@ async def _try_on_remote_server(
         proc = await _start_bot(cmd, address, name, bot_token)
         try:
             match = (await call("CreateMatch", request)).match
+            watch = _Watch(args.time_limit, {name: proc})
             while match.state != ms.MATCH_STATE_ENDED:
-                reason = ""
-                if time.monotonic() > deadline:
-                    notes.append(f"time limit of {args.time_limit:g} s reached: match cancelled")
-                    reason = "time limit"
-                elif match.state == ms.MATCH_STATE_WAITING and proc.returncode is not None:
-                    notes.append(f"the bot exited with code {proc.returncode} before the match started")
-                    reason = "bot exited"
+                reason = watch.why_stop(match.state == ms.MATCH_STATE_WAITING)
                 if reason:
+                    notes.append(reason)
                     try:
                         cancel = ms.CancelMatchRequest(match_id=match.match_id, reason=reason)
                         match = (await stub.CancelMatch(cancel, metadata=metadata, timeout=RPC_TIMEOUT)).match
@@ -272,7 +300,24 @@ async def _try_on_remote_server(
             record_json = (await call("GetMatchRecord", ms.GetMatchRecordRequest(match_id=match.match_id))).record_json
         finally:
             await _stop_bot(proc)
+            await _unregister(stub, metadata, name)
     return json.loads(record_json), notes
+
+
+async def _unregister(stub: Any, metadata: Any, name: str) -> None:
+    """Removes the try's bot name (its token, sessions and metric series) from the server; warns if it cannot."""
+    import grpc
+
+    from gaigel_api.v1 import match_service_pb2 as ms
+
+    try:
+        await stub.UnregisterBot(ms.UnregisterBotRequest(bot_name=name), metadata=metadata, timeout=RPC_TIMEOUT)
+    except grpc.aio.AioRpcError as e:
+        details = " ".join((e.details() or "").split())
+        print(
+            f"gaigel try: warning: bot {name} stays registered on the server ({e.code().name}: {details})",
+            file=sys.stderr,
+        )
 
 
 def _report_try(args: argparse.Namespace, seed: int, record: dict[str, Any], notes: list[str]) -> int:
@@ -298,8 +343,18 @@ def _report_try(args: argparse.Namespace, seed: int, record: dict[str, Any], not
             print(f"fault {f['reason']} ({where}): {f['message']}")
         for note in notes:
             print(f"note: {note}")
-        print("ok: the bot completed the match without a fault" if ok else "FAILED: see the faults above")
+        print(_verdict(ok, termination, bool(faults), bool(notes)))
     return 0 if ok else 1
+
+
+def _verdict(ok: bool, termination: str, faults: bool, notes: bool) -> str:
+    """The last line of ``gaigel try``: it points only at what was printed above it."""
+    if ok:
+        return "ok: the bot completed the match without a fault"
+    if faults or notes:
+        above = " and ".join(w for w, shown in (("faults", faults), ("notes", notes)) if shown)
+        return f"FAILED: see the {above} above"
+    return f"FAILED: the match ended as {termination}"
 
 
 def cmd_try(args: argparse.Namespace) -> int:
@@ -330,7 +385,18 @@ def cmd_try(args: argparse.Namespace) -> int:
                 args.rules,
             )
         )
+    if args.record:
+        _save_record(record, args.record)
     return _report_try(args, seed, record, notes)
+
+
+def _save_record(record: dict[str, Any], path: str) -> None:
+    from gaigel.record import dump_record
+
+    try:
+        dump_record(record, path)
+    except OSError as e:
+        raise CliError(f"cannot write --record {path}: {e.strerror}") from None
 
 
 # --- rematch ----------------------------------------------------------------------------
@@ -371,8 +437,6 @@ def first_difference(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]
 
 
 def _house_kind(name: str) -> str | None:
-    from gaigel.bots import HOUSE_BOTS
-
     kind = name.removeprefix("house:")
     return kind if kind in HOUSE_BOTS else None
 
@@ -395,7 +459,9 @@ def cmd_rematch(args: argparse.Namespace) -> int:
         commands[name.strip()] = shlex.split(cmd)
     missing = sorted({b for b in spec.bots if _house_kind(b) is None and b not in commands})
     if missing:
-        raise CliError(f"no command for bot(s) {', '.join(missing)}: give --bots NAME=CMD (house bots: random, first)")
+        raise CliError(
+            f"no command for bot(s) {', '.join(missing)}: give --bots NAME=CMD (house bots: {', '.join(sorted(HOUSE_BOTS))})"
+        )
     if not commands or not any(b in commands for b in spec.bots):
         bots = [make_bot(_house_kind(b) or b) for b in spec.bots]
         _, new = play_match(spec, bots)

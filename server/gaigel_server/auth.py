@@ -84,6 +84,10 @@ class BotRegistry:
         self._tokens[name] = token
         return token
 
+    def unregister(self, name: str) -> bool:
+        """Forgets *name* and revokes its token; False if it was not registered."""
+        return self._tokens.pop(name, None) is not None
+
     def __contains__(self, name: object) -> bool:
         return name in self._tokens
 

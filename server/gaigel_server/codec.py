@@ -15,6 +15,7 @@ from google.protobuf import duration_pb2
 
 from gaigel import actions as A
 from gaigel.cards import CODE_OF, POINTS_OF, CardId
+from gaigel.match import MATCH_TERMINATIONS
 from gaigel.observation import Observation
 from gaigel.ruleset import Opening, Ruleset
 from gaigel.state import GaigelState, HandOutcome, Termination
@@ -37,12 +38,8 @@ HAND_TERMINATION = {
     Termination.REDEAL: cm.HAND_TERMINATION_REDEAL,
 }
 
-MATCH_TERMINATION = {
-    "completed": cm.MATCH_TERMINATION_COMPLETED,
-    "forfeit": cm.MATCH_TERMINATION_FORFEIT,
-    "aborted": cm.MATCH_TERMINATION_ABORTED,
-    "cancelled": cm.MATCH_TERMINATION_CANCELLED,
-}
+# By name, so a termination the engine adds without a proto value fails at import.
+MATCH_TERMINATION = {t: cm.MatchTermination.Value(f"MATCH_TERMINATION_{t.upper()}") for t in MATCH_TERMINATIONS}
 
 _PHASES = {
     "opening": gm.PHASE_OPENING,

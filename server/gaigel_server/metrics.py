@@ -6,7 +6,11 @@ is created up front so it is exported as zero.
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
+from gaigel.match import MATCH_TERMINATIONS
 
 DECISION_OUTCOMES = ("answered", "timeout_fallback", "house")
 FAULT_REASONS = (
@@ -19,7 +23,7 @@ FAULT_REASONS = (
     "MALFORMED_MESSAGE",
     "MISSING_JOIN",
 )
-TERMINATIONS = ("completed", "forfeit", "aborted", "cancelled")
+TERMINATIONS = MATCH_TERMINATIONS
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -81,6 +85,11 @@ class ServerMetrics:
     def bot(self, name: str) -> None:
         """Pre-initialises the per-bot series of *name* (a registered bot)."""
         self.decision_seconds.labels(name)
+
+    def forget_bot(self, name: str) -> None:
+        """Removes the per-bot series of *name* (an unregistered bot), so they do not pile up."""
+        with contextlib.suppress(KeyError):
+            self.decision_seconds.remove(name)
 
 
 __all__ = ["ServerMetrics"]

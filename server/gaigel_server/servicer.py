@@ -18,6 +18,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gaigel.bots import HOUSE_BOTS, make_bot
+from gaigel.deal import PLAYER_COUNTS, player_counts_text
 from gaigel.match import Bot, MatchSpec
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
 from gaigel_api import PROTOCOL_VERSION
@@ -379,8 +380,8 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         :raises ValueError: naming the first invalid field.
         """
         n = request.players
-        if n not in (2, 3, 4, 6, 8):
-            raise ValueError(f"players must be 2, 3, 4 or 6 (8 as a variant), got {n}")
+        if n not in PLAYER_COUNTS:
+            raise ValueError(f"players must be {player_counts_text()}, got {n}")
         name = request.ruleset_preset or "default"
         if name not in PRESETS:
             raise ValueError(f"ruleset_preset must be one of {', '.join(PRESETS)}, got {name!r}")
@@ -508,6 +509,28 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self.metrics.bot(request.bot_name)
         self.log.info("bot_registered", bot=request.bot_name, rotated=request.rotate_token)
         return ms.RegisterBotResponse(bot_name=request.bot_name, bot_token=token)
+
+    async def UnregisterBot(
+        self, request: ms.UnregisterBotRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ms.UnregisterBotResponse:
+        await self._auth(context)
+        name = request.bot_name
+        if name not in self.registry:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"bot {name!r} is not registered")
+        seated = [t.match_id for t in self.lobby.tables.values() if t.state != ENDED and name in t.spec.bots]
+        if seated:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"bot {name!r} is seated in match(es) {', '.join(seated)}: cancel them or wait for their end",
+            )
+        self.registry.unregister(name)
+        sessions = self.lobby.sessions.pop(name, set())
+        self.lobby.idle.pop(name, None)
+        for session in sessions:  # none is in a match (checked above), so all are idle
+            session.close()
+        self.metrics.forget_bot(name)
+        self.log.info("bot_unregistered", bot=name, sessions_ended=len(sessions))
+        return ms.UnregisterBotResponse(bot_name=name, sessions_ended=len(sessions))
 
     async def WatchMatch(
         self, request: ms.WatchMatchRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -186,3 +186,38 @@ class TestCrashingBot:
         with Journal.open_existing(db) as journal:
             assert journal.counts()["done"] == 48
         assert _marked(str(tmp_path)) == []
+
+
+def test_ctrl_c_says_that_a_rerun_resumes(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) mid-run: exit 130 with one line naming the journal and the rerun; the rerun finishes."""
+    config = tmp_path / "long.toml"
+    config.write_text(
+        '[arena]\nseed = 1\nsets_per_pairing = 400\nexecutor = "local"\nworkers = 1\n'
+        '[game]\nplayers = 2\nhands = 2\n[[bots]]\nname = "a"\nhouse = "first"\n[[bots]]\nname = "b"\nhouse = "random"\n'
+    )
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "gaigel.cli", "arena", "run", str(config), "--out", str(out), "--quiet"]
+    argv += ["--log-level", "warning", "--bootstrap", "0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _done_count(out / "arena.sqlite") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == (
+        f"gaigel arena run: interrupted; finished matches are kept in {out / 'arena.sqlite'}: "
+        "run the same command again to resume (unfinished matches are replayed from their seed)"
+    )
+    rerun = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["matches_done"] == 800
+
+
+def _done_count(db: Path) -> int:
+    """Matches done in a running arena's journal (0 while it does not exist yet)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM matches WHERE status = 'done'").fetchone()[0])
+    except sqlite3.Error:
+        return 0

@@ -284,3 +284,25 @@ class TestVoidGames:
         assert any(entry["event"] == "match_void" for entry in logs)
         reference = run_arena(config, tmp_path / "ref", executor="inline", bootstrap_samples=0)
         assert _results(summary.db_path) == _results(reference.db_path)
+
+
+def test_one_duplicate_set_reports_unknown_intervals(tmp_path: Path) -> None:
+    """sets_per_pairing = 1: no zero-width interval anywhere; text and HTML say unknown, JSON has null."""
+    from gaigel_arena.report import format_table
+
+    data = {
+        "arena": {"seed": 2, "sets_per_pairing": 1, "executor": "inline"},
+        "game": {"players": 2, "hands": 2},
+        "bots": [{"name": "heuristic", "house": "heuristic"}, {"name": "random", "house": "random"}],
+    }
+    summary = run_arena(parse_config(data), tmp_path / "one", bootstrap_samples=200)
+    report = load_report(summary.db_path, samples=200)
+    exported = json.loads(json.dumps(report_dict(report), allow_nan=False))
+    assert [bot["bt_ci95"] for bot in exported["bots"]] == [[None, None], [None, None]]
+    text = format_table(report.standings)
+    assert [line.split()[4] for line in text.splitlines()[2:4]] == [
+        "unknown",
+        "unknown",
+    ] and "fewer than 2 duplicate sets" in text
+    page = render_html(report)
+    assert page.count("<td>unknown</td>") == 2 and "fewer than 2 duplicate sets" in page

@@ -7,7 +7,9 @@ process is forked from a test process that has already started gRPC threads.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,27 @@ class TestGrpcExecutor:
             run_arena(parse_config(data), tmp_path / "o", workers=1, bootstrap_samples=0)
         statuses = {status for status, _ in _results(tmp_path / "o" / "arena.sqlite").values()}
         assert "done" not in statuses  # nothing was counted
+
+
+def test_relative_command_runs_in_the_directory_of_gaigel_arena_run(tmp_path: Path) -> None:
+    """``command = ["python", "mybot.py"]`` in conf/arena.toml finds ./mybot.py where the arena was started
+    (not beside the config), with this installation's python though no venv is on PATH."""
+    sdk_bot = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples" / "random_bot.py"
+    (tmp_path / "mybot.py").write_text(sdk_bot.read_text())
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "arena.toml").write_text(
+        "[arena]\nsets_per_pairing = 1\nworkers = 1\n[game]\nplayers = 2\nhands = 1\n"
+        '[[bots]]\nname = "my-bot"\ncommand = ["python", "mybot.py"]\n[[bots]]\nname = "first"\nhouse = "first"\n'
+    )
+    gaigel = Path(sysconfig.get_path("scripts")) / "gaigel"
+    out = subprocess.run(
+        [str(gaigel), "arena", "run", "conf/arena.toml", "--out", "out", "--json", "--quiet", "--bootstrap", "0"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    assert report["matches_done"] == 2 and {b["name"] for b in report["bots"]} == {"my-bot", "first"}

@@ -76,10 +76,15 @@ class TestSchedule:
         assert schedule[7].sides == ("bob", "alice")
         assert schedule[7].set_id == "s0003-alice-bob"
 
+    def test_dashed_names_play_under_unambiguous_ids(self) -> None:
+        """The SDK's example name ``my-bot`` is a valid arena bot; its match ids keep the format."""
+        schedule = build_schedule(("my-bot", "house-random"), preset("default", 2), 1, 0)
+        assert [m.match_id for m in schedule] == ["s0000-r0-my-bot-house-random", "s0000-r1-my-bot-house-random"]
+
     def test_bad_input(self) -> None:
-        """Dashes in names, too few bots and repeated names are refused."""
-        with pytest.raises(ValueError, match="'-'"):
-            build_schedule(("a-b", "c"), preset("default", 2), 1, 0)
+        """Names whose ids collide, too few bots and repeated names are refused."""
+        with pytest.raises(ValueError, match="same match ids"):
+            build_schedule(("a-b", "c", "a", "b-c"), preset("default", 2), 1, 0)
         with pytest.raises(ValueError, match="at least 3 bots"):
             build_schedule(("a", "b"), preset("default", 3), 1, 0)
         with pytest.raises(ValueError, match="unique"):
@@ -128,6 +133,11 @@ class TestConfig:
         c = parse_config({**BASE, "arena": {"seed": 5}})
         assert a.config_hash() == b.config_hash() != c.config_hash()
 
+    def test_sdk_example_name_is_a_valid_bot_name(self) -> None:
+        """``my-bot`` (the SDK's example class name) is accepted, as the server accepts it."""
+        config = parse_config({"bots": [{"name": "my-bot", "house": "random"}, {"name": "b", "house": "first"}]})
+        assert config.bot_names == ("my-bot", "b")
+
     def test_bot_kinds(self) -> None:
         """Command and remote bots parse; the token is not stored in the canonical form."""
         config = parse_config(
@@ -150,7 +160,11 @@ class TestConfig:
             ({"game": {"options": {"meld.timing": "never"}}}, "meld.timing"),
             ({"bots": [{"name": "a", "house": "random"}]}, "at least 2 bots"),
             ({"bots": [{"name": "a", "house": "random"}, {"name": "a", "house": "first"}]}, "used twice"),
-            ({"bots": [{"name": "a-b", "house": "random"}, {"name": "c", "house": "first"}]}, "letters, digits"),
+            ({"bots": [{"name": "a b", "house": "random"}, {"name": "c", "house": "first"}]}, "1 to 64 characters"),
+            (
+                {"bots": [{"name": n, "house": "random"} for n in ("a-b", "c", "a", "b-c")]},
+                "same match ids",
+            ),
             ({"bots": [{"name": "a"}, {"name": "c", "house": "first"}]}, "exactly one of"),
             ({"bots": [{"name": "a", "house": "zz"}, {"name": "c", "house": "first"}]}, "unknown house bot"),
             ({"bots": [{"name": "a", "remote": True}, {"name": "c", "house": "first"}]}, "token"),

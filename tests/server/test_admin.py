@@ -267,3 +267,65 @@ def test_tls(tmp_path: object) -> None:
                     raise AssertionError("plaintext must fail against a TLS server")
 
     run(scenario())
+
+
+class TestUnregisterBot:
+    """UnregisterBot removes a bot name for good: token, idle sessions, metric series."""
+
+    def test_unregister_ends_idle_sessions_revokes_the_token_and_drops_the_series(self) -> None:
+        """An idle session ends with OK, the token no longer joins, the per-bot histogram is gone."""
+
+        async def scenario() -> None:
+            async with running_server() as (server, port):
+                admin = Admin(port)
+                reg = await admin.stub.RegisterBot(ms.RegisterBotRequest(bot_name="try-1234"), metadata=admin_md())
+                series = {"bot": "try-1234", "le": "+Inf"}
+                bucket = "gaigel_decision_duration_seconds_bucket"
+                assert server.metrics.registry.get_sample_value(bucket, series) == 0
+                bot = ScriptedBot(port, "try-1234", token=reg.bot_token)
+                await bot.open()
+                task = asyncio.create_task(bot.play())
+                while not bot.received:  # Welcome: the session is idle in the lobby
+                    await asyncio.sleep(0.01)
+                resp = await admin.stub.UnregisterBot(ms.UnregisterBotRequest(bot_name="try-1234"), metadata=admin_md())
+                assert resp.bot_name == "try-1234" and resp.sessions_ended == 1
+                await asyncio.wait_for(task, 5)
+                assert bot.status == grpc.StatusCode.OK
+                assert server.metrics.registry.get_sample_value(bucket, series) is None
+                assert "try-1234" not in server.lobby.sessions and "try-1234" not in server.lobby.idle
+                again = ScriptedBot(port, "try-1234", token=reg.bot_token)
+                await again.run()
+                assert again.status == grpc.StatusCode.UNAUTHENTICATED
+                try:
+                    await admin.stub.UnregisterBot(ms.UnregisterBotRequest(bot_name="try-1234"), metadata=admin_md())
+                except grpc.aio.AioRpcError as e:
+                    assert e.code() == grpc.StatusCode.NOT_FOUND and "not registered" in (e.details() or "")
+                else:
+                    raise AssertionError("expected NOT_FOUND")
+                await bot.close()
+                await again.close()
+                await admin.close()
+
+        run(scenario())
+
+    def test_a_seated_bot_is_refused_until_its_match_ends(self) -> None:
+        """FAILED_PRECONDITION names the waiting match; after CancelMatch the bot can be removed."""
+
+        async def scenario() -> None:
+            async with running_server() as (_server, port):
+                admin = Admin(port)
+                await admin.stub.RegisterBot(ms.RegisterBotRequest(bot_name="seated"), metadata=admin_md())
+                match = await admin.create(2, ["seated", "house:random"])
+                request = ms.UnregisterBotRequest(bot_name="seated")
+                try:
+                    await admin.stub.UnregisterBot(request, metadata=admin_md())
+                except grpc.aio.AioRpcError as e:
+                    assert e.code() == grpc.StatusCode.FAILED_PRECONDITION and match.match_id in (e.details() or "")
+                else:
+                    raise AssertionError("expected FAILED_PRECONDITION")
+                await admin.stub.CancelMatch(ms.CancelMatchRequest(match_id=match.match_id), metadata=admin_md())
+                resp = await admin.stub.UnregisterBot(request, metadata=admin_md())
+                assert resp.sessions_ended == 0
+                await admin.close()
+
+        run(scenario())

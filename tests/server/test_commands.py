@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from srvkit import ADMIN, Admin, ScriptedBot, run
+from srvkit import ADMIN, Admin, ScriptedBot, admin_md, run
 
 from gaigel.record import load_record
 from gaigel.replay import replay
@@ -135,6 +136,76 @@ class TestTry:
         data = json.loads(out.stdout)
         assert data["termination"] == "completed" and [f["reason"] for f in data["faults"]] == ["ILLEGAL_ACTION"]
 
+    def test_bot_that_exits_mid_match_is_reported_without_waiting_the_resume_grace(self) -> None:
+        """A crash at the first decision: a note names the exit code within seconds (the grace is 20 s)."""
+        started = time.monotonic()
+        out = subprocess.run(
+            [*GAIGEL, "try", "--players", "2", "--hands", "1", "--seed", "5", "--", *BOT, "--exit-mid-match"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert time.monotonic() - started < 12  # the 20 s resume grace is not waited for
+        assert "fault DISCONNECT (hand 0 step " in out.stdout
+        assert "note: bot candidate exited with code 3 during the match: match cancelled" in out.stdout
+        assert out.stdout.splitlines()[-1] == "FAILED: see the faults and notes above"
+
+    def test_verdict_points_only_at_what_was_printed(self) -> None:
+        """No fault and no note: the last line says how the match ended instead of 'see the faults above'."""
+        from gaigel_harness.trial import _verdict
+
+        assert _verdict(False, "forfeit", faults=False, notes=False) == "FAILED: the match ended as forfeit"
+        assert _verdict(False, "completed", faults=True, notes=False) == "FAILED: see the faults above"
+        assert _verdict(False, "cancelled", faults=True, notes=True) == "FAILED: see the faults and notes above"
+
+    def test_every_house_bot_is_offered_and_the_record_can_be_saved(self, tmp_path: Path) -> None:
+        """--house takes every house bot of gaigel.bots; --record FILE writes a record that replays."""
+        from gaigel.bots import HOUSE_BOTS
+
+        usage = subprocess.run([*GAIGEL, "try", "--help"], capture_output=True, text=True, timeout=30).stdout
+        assert "{" + ",".join(sorted(HOUSE_BOTS)) + "}" in usage
+        path = tmp_path / "try.json"
+        out = subprocess.run(
+            [
+                *GAIGEL,
+                "try",
+                *("--hands", "1", "--seed", "5", "--house", "heuristic", "--record", str(path)),
+                "--",
+                *BOT,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        record = load_record(path)
+        assert record["seats"][1]["bot"] == "house:heuristic" and record["seed"] == 5
+        assert replay(record).ok
+        bad = subprocess.run(
+            [*GAIGEL, "try", "--hands", "1", "--record", str(tmp_path / "no" / "such.json"), "--", *BOT],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert bad.returncode == 2 and "cannot write --record" in bad.stderr
+
+    def test_relative_bot_command_runs_in_the_working_directory_with_this_python(self, tmp_path: Path) -> None:
+        """``python mybot.py`` is found beside where try was started, and ``python`` is this installation's
+        (PATH holds only the system folders, as in a shell without an activated venv)."""
+        (tmp_path / "mybot.py").write_text(Path(BOT[1]).read_text())
+        gaigel = Path(sysconfig.get_path("scripts")) / "gaigel"
+        out = subprocess.run(
+            [str(gaigel), "try", "--hands", "1", "--seed", "5", "--", "python", "mybot.py"],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.splitlines()[-1] == "ok: the bot completed the match without a fault"
+
     def test_missing_command_is_a_usage_error(self) -> None:
         """No command after --: one line, exit 2."""
         out = subprocess.run([*GAIGEL, "try", "--players", "2"], capture_output=True, text=True, timeout=30)
@@ -197,6 +268,22 @@ class TestTryServer:
         assert lines[0].startswith("match ") and "seed 5: completed, 1 hands" in lines[0]
         assert lines[1].startswith("side 0 seats [0] (try-") and "house:random" in lines[2]
         assert lines[-1] == "ok: the bot completed the match without a fault"
+        # The fresh name is removed again: it can be registered anew and no longer unregistered.
+        name = lines[1].split("(")[1].split(",")[0]
+        assert name.startswith("try-") and "warning" not in out.stderr
+
+        async def gone() -> None:
+            admin = Admin(int(served.rsplit(":", 1)[1]))
+            try:
+                await admin.stub.UnregisterBot(ms.UnregisterBotRequest(bot_name=name), metadata=admin_md())
+            except grpc.aio.AioRpcError as e:
+                assert e.code() == grpc.StatusCode.NOT_FOUND
+            else:
+                raise AssertionError(f"{name} is still registered")
+            finally:
+                await admin.close()
+
+        run(gone())
         local = subprocess.run(
             [*GAIGEL, "try", "--players", "3", "--hands", "1", "--seed", "5", "--", *BOT],
             capture_output=True,

@@ -288,8 +288,9 @@ func (MeldKind) EnumDescriptor() ([]byte, []int) {
 
 // Reason codes of the policies in DESIGN.md. Match records write the value name without
 // the `FAULT_REASON_` prefix (for example "TIMEOUT_FALLBACK"). Where the server ends a
-// stream with an error, the status may carry a `google.rpc.ErrorInfo` with domain
-// "gaigel.v1" and one of these names as its reason.
+// stream with an error for one of these reasons, the status message starts with that
+// name and a colon (for example "MALFORMED_MESSAGE: Action.decision_id is required");
+// the status carries no details (no google.rpc.ErrorInfo).
 type FaultReason int32
 
 const (

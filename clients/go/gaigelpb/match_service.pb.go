@@ -1014,6 +1014,107 @@ func (x *RegisterBotResponse) GetBotToken() string {
 	return ""
 }
 
+// Request of MatchService.UnregisterBot.
+type UnregisterBotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The registered bot name to remove.
+	BotName       string `protobuf:"bytes,1,opt,name=bot_name,json=botName,proto3" json:"bot_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBotRequest) Reset() {
+	*x = UnregisterBotRequest{}
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBotRequest) ProtoMessage() {}
+
+func (x *UnregisterBotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBotRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterBotRequest) Descriptor() ([]byte, []int) {
+	return file_gaigel_v1_match_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UnregisterBotRequest) GetBotName() string {
+	if x != nil {
+		return x.BotName
+	}
+	return ""
+}
+
+// Response of MatchService.UnregisterBot.
+type UnregisterBotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The removed bot name.
+	BotName string `protobuf:"bytes,1,opt,name=bot_name,json=botName,proto3" json:"bot_name,omitempty"`
+	// How many idle sessions of the bot the server ended.
+	SessionsEnded int32 `protobuf:"varint,2,opt,name=sessions_ended,json=sessionsEnded,proto3" json:"sessions_ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBotResponse) Reset() {
+	*x = UnregisterBotResponse{}
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBotResponse) ProtoMessage() {}
+
+func (x *UnregisterBotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBotResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterBotResponse) Descriptor() ([]byte, []int) {
+	return file_gaigel_v1_match_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UnregisterBotResponse) GetBotName() string {
+	if x != nil {
+		return x.BotName
+	}
+	return ""
+}
+
+func (x *UnregisterBotResponse) GetSessionsEnded() int32 {
+	if x != nil {
+		return x.SessionsEnded
+	}
+	return 0
+}
+
 // Request of MatchService.WatchMatch.
 type WatchMatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1028,7 +1129,7 @@ type WatchMatchRequest struct {
 
 func (x *WatchMatchRequest) Reset() {
 	*x = WatchMatchRequest{}
-	mi := &file_gaigel_v1_match_service_proto_msgTypes[13]
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1141,7 @@ func (x *WatchMatchRequest) String() string {
 func (*WatchMatchRequest) ProtoMessage() {}
 
 func (x *WatchMatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gaigel_v1_match_service_proto_msgTypes[13]
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1154,7 @@ func (x *WatchMatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchMatchRequest) Descriptor() ([]byte, []int) {
-	return file_gaigel_v1_match_service_proto_rawDescGZIP(), []int{13}
+	return file_gaigel_v1_match_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchMatchRequest) GetMatchId() string {
@@ -1091,7 +1192,7 @@ type WatchMatchResponse struct {
 
 func (x *WatchMatchResponse) Reset() {
 	*x = WatchMatchResponse{}
-	mi := &file_gaigel_v1_match_service_proto_msgTypes[14]
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1204,7 @@ func (x *WatchMatchResponse) String() string {
 func (*WatchMatchResponse) ProtoMessage() {}
 
 func (x *WatchMatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gaigel_v1_match_service_proto_msgTypes[14]
+	mi := &file_gaigel_v1_match_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1217,7 @@ func (x *WatchMatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchMatchResponse) Descriptor() ([]byte, []int) {
-	return file_gaigel_v1_match_service_proto_rawDescGZIP(), []int{14}
+	return file_gaigel_v1_match_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchMatchResponse) GetSequence() uint64 {
@@ -1293,7 +1394,12 @@ const file_gaigel_v1_match_service_proto_rawDesc = "" +
 	"\frotate_token\x18\x02 \x01(\bR\vrotateToken\"M\n" +
 	"\x13RegisterBotResponse\x12\x19\n" +
 	"\bbot_name\x18\x01 \x01(\tR\abotName\x12\x1b\n" +
-	"\tbot_token\x18\x02 \x01(\tR\bbotToken\"M\n" +
+	"\tbot_token\x18\x02 \x01(\tR\bbotToken\"1\n" +
+	"\x14UnregisterBotRequest\x12\x19\n" +
+	"\bbot_name\x18\x01 \x01(\tR\abotName\"Y\n" +
+	"\x15UnregisterBotResponse\x12\x19\n" +
+	"\bbot_name\x18\x01 \x01(\tR\abotName\x12%\n" +
+	"\x0esessions_ended\x18\x02 \x01(\x05R\rsessionsEnded\"M\n" +
 	"\x11WatchMatchRequest\x12\x19\n" +
 	"\bmatch_id\x18\x01 \x01(\tR\amatchId\x12\x1d\n" +
 	"\n" +
@@ -1312,14 +1418,15 @@ const file_gaigel_v1_match_service_proto_rawDesc = "" +
 	"\x17MATCH_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MATCH_STATE_WAITING\x10\x01\x12\x17\n" +
 	"\x13MATCH_STATE_RUNNING\x10\x02\x12\x15\n" +
-	"\x11MATCH_STATE_ENDED\x10\x032\xaf\x04\n" +
+	"\x11MATCH_STATE_ENDED\x10\x032\x83\x05\n" +
 	"\fMatchService\x12L\n" +
 	"\vCreateMatch\x12\x1d.gaigel.v1.CreateMatchRequest\x1a\x1e.gaigel.v1.CreateMatchResponse\x12C\n" +
 	"\bGetMatch\x12\x1a.gaigel.v1.GetMatchRequest\x1a\x1b.gaigel.v1.GetMatchResponse\x12L\n" +
 	"\vListMatches\x12\x1d.gaigel.v1.ListMatchesRequest\x1a\x1e.gaigel.v1.ListMatchesResponse\x12L\n" +
 	"\vCancelMatch\x12\x1d.gaigel.v1.CancelMatchRequest\x1a\x1e.gaigel.v1.CancelMatchResponse\x12U\n" +
 	"\x0eGetMatchRecord\x12 .gaigel.v1.GetMatchRecordRequest\x1a!.gaigel.v1.GetMatchRecordResponse\x12L\n" +
-	"\vRegisterBot\x12\x1d.gaigel.v1.RegisterBotRequest\x1a\x1e.gaigel.v1.RegisterBotResponse\x12K\n" +
+	"\vRegisterBot\x12\x1d.gaigel.v1.RegisterBotRequest\x1a\x1e.gaigel.v1.RegisterBotResponse\x12R\n" +
+	"\rUnregisterBot\x12\x1f.gaigel.v1.UnregisterBotRequest\x1a .gaigel.v1.UnregisterBotResponse\x12K\n" +
 	"\n" +
 	"WatchMatch\x12\x1c.gaigel.v1.WatchMatchRequest\x1a\x1d.gaigel.v1.WatchMatchResponse0\x01B\x9b\x01\n" +
 	"\rcom.gaigel.v1B\x11MatchServiceProtoP\x01Z2github.com/gaigel-arena/gaigel/clients/go/gaigelpb\xa2\x02\x03GXX\xaa\x02\tGaigel.V1\xca\x02\tGaigel\\V1\xe2\x02\x15Gaigel\\V1\\GPBMetadata\xea\x02\n" +
@@ -1338,7 +1445,7 @@ func file_gaigel_v1_match_service_proto_rawDescGZIP() []byte {
 }
 
 var file_gaigel_v1_match_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gaigel_v1_match_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_gaigel_v1_match_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_gaigel_v1_match_service_proto_goTypes = []any{
 	(MatchState)(0),                // 0: gaigel.v1.MatchState
 	(*Match)(nil),                  // 1: gaigel.v1.Match
@@ -1354,54 +1461,58 @@ var file_gaigel_v1_match_service_proto_goTypes = []any{
 	(*GetMatchRecordResponse)(nil), // 11: gaigel.v1.GetMatchRecordResponse
 	(*RegisterBotRequest)(nil),     // 12: gaigel.v1.RegisterBotRequest
 	(*RegisterBotResponse)(nil),    // 13: gaigel.v1.RegisterBotResponse
-	(*WatchMatchRequest)(nil),      // 14: gaigel.v1.WatchMatchRequest
-	(*WatchMatchResponse)(nil),     // 15: gaigel.v1.WatchMatchResponse
-	(*Side)(nil),                   // 16: gaigel.v1.Side
-	(*ClockSettings)(nil),          // 17: gaigel.v1.ClockSettings
-	(*SideMatchResult)(nil),        // 18: gaigel.v1.SideMatchResult
-	(MatchTermination)(0),          // 19: gaigel.v1.MatchTermination
-	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
-	(*HandStart)(nil),              // 21: gaigel.v1.HandStart
-	(*Event)(nil),                  // 22: gaigel.v1.Event
-	(*HandEnd)(nil),                // 23: gaigel.v1.HandEnd
-	(*MatchEnd)(nil),               // 24: gaigel.v1.MatchEnd
+	(*UnregisterBotRequest)(nil),   // 14: gaigel.v1.UnregisterBotRequest
+	(*UnregisterBotResponse)(nil),  // 15: gaigel.v1.UnregisterBotResponse
+	(*WatchMatchRequest)(nil),      // 16: gaigel.v1.WatchMatchRequest
+	(*WatchMatchResponse)(nil),     // 17: gaigel.v1.WatchMatchResponse
+	(*Side)(nil),                   // 18: gaigel.v1.Side
+	(*ClockSettings)(nil),          // 19: gaigel.v1.ClockSettings
+	(*SideMatchResult)(nil),        // 20: gaigel.v1.SideMatchResult
+	(MatchTermination)(0),          // 21: gaigel.v1.MatchTermination
+	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
+	(*HandStart)(nil),              // 23: gaigel.v1.HandStart
+	(*Event)(nil),                  // 24: gaigel.v1.Event
+	(*HandEnd)(nil),                // 25: gaigel.v1.HandEnd
+	(*MatchEnd)(nil),               // 26: gaigel.v1.MatchEnd
 }
 var file_gaigel_v1_match_service_proto_depIdxs = []int32{
 	0,  // 0: gaigel.v1.Match.state:type_name -> gaigel.v1.MatchState
-	16, // 1: gaigel.v1.Match.sides:type_name -> gaigel.v1.Side
-	17, // 2: gaigel.v1.Match.clock:type_name -> gaigel.v1.ClockSettings
-	18, // 3: gaigel.v1.Match.sides_standing:type_name -> gaigel.v1.SideMatchResult
-	19, // 4: gaigel.v1.Match.termination:type_name -> gaigel.v1.MatchTermination
-	20, // 5: gaigel.v1.Match.create_time:type_name -> google.protobuf.Timestamp
-	20, // 6: gaigel.v1.Match.start_time:type_name -> google.protobuf.Timestamp
-	20, // 7: gaigel.v1.Match.end_time:type_name -> google.protobuf.Timestamp
-	17, // 8: gaigel.v1.CreateMatchRequest.clock:type_name -> gaigel.v1.ClockSettings
+	18, // 1: gaigel.v1.Match.sides:type_name -> gaigel.v1.Side
+	19, // 2: gaigel.v1.Match.clock:type_name -> gaigel.v1.ClockSettings
+	20, // 3: gaigel.v1.Match.sides_standing:type_name -> gaigel.v1.SideMatchResult
+	21, // 4: gaigel.v1.Match.termination:type_name -> gaigel.v1.MatchTermination
+	22, // 5: gaigel.v1.Match.create_time:type_name -> google.protobuf.Timestamp
+	22, // 6: gaigel.v1.Match.start_time:type_name -> google.protobuf.Timestamp
+	22, // 7: gaigel.v1.Match.end_time:type_name -> google.protobuf.Timestamp
+	19, // 8: gaigel.v1.CreateMatchRequest.clock:type_name -> gaigel.v1.ClockSettings
 	1,  // 9: gaigel.v1.CreateMatchResponse.match:type_name -> gaigel.v1.Match
 	1,  // 10: gaigel.v1.GetMatchResponse.match:type_name -> gaigel.v1.Match
 	0,  // 11: gaigel.v1.ListMatchesRequest.state:type_name -> gaigel.v1.MatchState
 	1,  // 12: gaigel.v1.ListMatchesResponse.matches:type_name -> gaigel.v1.Match
 	1,  // 13: gaigel.v1.CancelMatchResponse.match:type_name -> gaigel.v1.Match
 	1,  // 14: gaigel.v1.WatchMatchResponse.match:type_name -> gaigel.v1.Match
-	21, // 15: gaigel.v1.WatchMatchResponse.hand_start:type_name -> gaigel.v1.HandStart
-	22, // 16: gaigel.v1.WatchMatchResponse.event:type_name -> gaigel.v1.Event
-	23, // 17: gaigel.v1.WatchMatchResponse.hand_end:type_name -> gaigel.v1.HandEnd
-	24, // 18: gaigel.v1.WatchMatchResponse.match_end:type_name -> gaigel.v1.MatchEnd
+	23, // 15: gaigel.v1.WatchMatchResponse.hand_start:type_name -> gaigel.v1.HandStart
+	24, // 16: gaigel.v1.WatchMatchResponse.event:type_name -> gaigel.v1.Event
+	25, // 17: gaigel.v1.WatchMatchResponse.hand_end:type_name -> gaigel.v1.HandEnd
+	26, // 18: gaigel.v1.WatchMatchResponse.match_end:type_name -> gaigel.v1.MatchEnd
 	2,  // 19: gaigel.v1.MatchService.CreateMatch:input_type -> gaigel.v1.CreateMatchRequest
 	4,  // 20: gaigel.v1.MatchService.GetMatch:input_type -> gaigel.v1.GetMatchRequest
 	6,  // 21: gaigel.v1.MatchService.ListMatches:input_type -> gaigel.v1.ListMatchesRequest
 	8,  // 22: gaigel.v1.MatchService.CancelMatch:input_type -> gaigel.v1.CancelMatchRequest
 	10, // 23: gaigel.v1.MatchService.GetMatchRecord:input_type -> gaigel.v1.GetMatchRecordRequest
 	12, // 24: gaigel.v1.MatchService.RegisterBot:input_type -> gaigel.v1.RegisterBotRequest
-	14, // 25: gaigel.v1.MatchService.WatchMatch:input_type -> gaigel.v1.WatchMatchRequest
-	3,  // 26: gaigel.v1.MatchService.CreateMatch:output_type -> gaigel.v1.CreateMatchResponse
-	5,  // 27: gaigel.v1.MatchService.GetMatch:output_type -> gaigel.v1.GetMatchResponse
-	7,  // 28: gaigel.v1.MatchService.ListMatches:output_type -> gaigel.v1.ListMatchesResponse
-	9,  // 29: gaigel.v1.MatchService.CancelMatch:output_type -> gaigel.v1.CancelMatchResponse
-	11, // 30: gaigel.v1.MatchService.GetMatchRecord:output_type -> gaigel.v1.GetMatchRecordResponse
-	13, // 31: gaigel.v1.MatchService.RegisterBot:output_type -> gaigel.v1.RegisterBotResponse
-	15, // 32: gaigel.v1.MatchService.WatchMatch:output_type -> gaigel.v1.WatchMatchResponse
-	26, // [26:33] is the sub-list for method output_type
-	19, // [19:26] is the sub-list for method input_type
+	14, // 25: gaigel.v1.MatchService.UnregisterBot:input_type -> gaigel.v1.UnregisterBotRequest
+	16, // 26: gaigel.v1.MatchService.WatchMatch:input_type -> gaigel.v1.WatchMatchRequest
+	3,  // 27: gaigel.v1.MatchService.CreateMatch:output_type -> gaigel.v1.CreateMatchResponse
+	5,  // 28: gaigel.v1.MatchService.GetMatch:output_type -> gaigel.v1.GetMatchResponse
+	7,  // 29: gaigel.v1.MatchService.ListMatches:output_type -> gaigel.v1.ListMatchesResponse
+	9,  // 30: gaigel.v1.MatchService.CancelMatch:output_type -> gaigel.v1.CancelMatchResponse
+	11, // 31: gaigel.v1.MatchService.GetMatchRecord:output_type -> gaigel.v1.GetMatchRecordResponse
+	13, // 32: gaigel.v1.MatchService.RegisterBot:output_type -> gaigel.v1.RegisterBotResponse
+	15, // 33: gaigel.v1.MatchService.UnregisterBot:output_type -> gaigel.v1.UnregisterBotResponse
+	17, // 34: gaigel.v1.MatchService.WatchMatch:output_type -> gaigel.v1.WatchMatchResponse
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -1416,7 +1527,7 @@ func file_gaigel_v1_match_service_proto_init() {
 	file_gaigel_v1_game_proto_init()
 	file_gaigel_v1_match_service_proto_msgTypes[0].OneofWrappers = []any{}
 	file_gaigel_v1_match_service_proto_msgTypes[1].OneofWrappers = []any{}
-	file_gaigel_v1_match_service_proto_msgTypes[14].OneofWrappers = []any{
+	file_gaigel_v1_match_service_proto_msgTypes[16].OneofWrappers = []any{
 		(*WatchMatchResponse_Match)(nil),
 		(*WatchMatchResponse_HandStart)(nil),
 		(*WatchMatchResponse_Event)(nil),
@@ -1429,7 +1540,7 @@ func file_gaigel_v1_match_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gaigel_v1_match_service_proto_rawDesc), len(file_gaigel_v1_match_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	MatchService_CancelMatch_FullMethodName    = "/gaigel.v1.MatchService/CancelMatch"
 	MatchService_GetMatchRecord_FullMethodName = "/gaigel.v1.MatchService/GetMatchRecord"
 	MatchService_RegisterBot_FullMethodName    = "/gaigel.v1.MatchService/RegisterBot"
+	MatchService_UnregisterBot_FullMethodName  = "/gaigel.v1.MatchService/UnregisterBot"
 	MatchService_WatchMatch_FullMethodName     = "/gaigel.v1.MatchService/WatchMatch"
 )
 
@@ -55,6 +56,11 @@ type MatchServiceClient interface {
 	GetMatchRecord(ctx context.Context, in *GetMatchRecordRequest, opts ...grpc.CallOption) (*GetMatchRecordResponse, error)
 	// Registers a bot name and issues its token.
 	RegisterBot(ctx context.Context, in *RegisterBotRequest, opts ...grpc.CallOption) (*RegisterBotResponse, error)
+	// Removes a registered bot name: revokes its token, ends its idle sessions (their
+	// streams end with OK) and drops its per-bot metric series. NOT_FOUND if the name is
+	// not registered; FAILED_PRECONDITION while it is seated in a waiting or running match
+	// (cancel the match or wait for its end). Ended matches and their records keep the name.
+	UnregisterBot(ctx context.Context, in *UnregisterBotRequest, opts ...grpc.CallOption) (*UnregisterBotResponse, error)
 	// Follows a match as a spectator: public information only, never a hand, a face-down
 	// card before its reveal, a drawn card or the seed before the match ends. The stream
 	// ends with OK after MatchEnd.
@@ -129,6 +135,16 @@ func (c *matchServiceClient) RegisterBot(ctx context.Context, in *RegisterBotReq
 	return out, nil
 }
 
+func (c *matchServiceClient) UnregisterBot(ctx context.Context, in *UnregisterBotRequest, opts ...grpc.CallOption) (*UnregisterBotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBotResponse)
+	err := c.cc.Invoke(ctx, MatchService_UnregisterBot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *matchServiceClient) WatchMatch(ctx context.Context, in *WatchMatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &MatchService_ServiceDesc.Streams[0], MatchService_WatchMatch_FullMethodName, cOpts...)
@@ -168,6 +184,11 @@ type MatchServiceServer interface {
 	GetMatchRecord(context.Context, *GetMatchRecordRequest) (*GetMatchRecordResponse, error)
 	// Registers a bot name and issues its token.
 	RegisterBot(context.Context, *RegisterBotRequest) (*RegisterBotResponse, error)
+	// Removes a registered bot name: revokes its token, ends its idle sessions (their
+	// streams end with OK) and drops its per-bot metric series. NOT_FOUND if the name is
+	// not registered; FAILED_PRECONDITION while it is seated in a waiting or running match
+	// (cancel the match or wait for its end). Ended matches and their records keep the name.
+	UnregisterBot(context.Context, *UnregisterBotRequest) (*UnregisterBotResponse, error)
 	// Follows a match as a spectator: public information only, never a hand, a face-down
 	// card before its reveal, a drawn card or the seed before the match ends. The stream
 	// ends with OK after MatchEnd.
@@ -199,6 +220,9 @@ func (UnimplementedMatchServiceServer) GetMatchRecord(context.Context, *GetMatch
 }
 func (UnimplementedMatchServiceServer) RegisterBot(context.Context, *RegisterBotRequest) (*RegisterBotResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterBot not implemented")
+}
+func (UnimplementedMatchServiceServer) UnregisterBot(context.Context, *UnregisterBotRequest) (*UnregisterBotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterBot not implemented")
 }
 func (UnimplementedMatchServiceServer) WatchMatch(*WatchMatchRequest, grpc.ServerStreamingServer[WatchMatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchMatch not implemented")
@@ -332,6 +356,24 @@ func _MatchService_RegisterBot_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MatchService_UnregisterBot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchServiceServer).UnregisterBot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchService_UnregisterBot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchServiceServer).UnregisterBot(ctx, req.(*UnregisterBotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MatchService_WatchMatch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchMatchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -373,6 +415,10 @@ var MatchService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RegisterBot",
 			Handler:    _MatchService_RegisterBot_Handler,
+		},
+		{
+			MethodName: "UnregisterBot",
+			Handler:    _MatchService_UnregisterBot_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

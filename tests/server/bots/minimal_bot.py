@@ -1,6 +1,7 @@
 """A minimal bot process for `gaigel try` tests: answers the first legal id (or misbehaves on request).
 
-Reads GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME; ``--illegal`` answers one illegal id first.
+Reads GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME; ``--illegal`` answers one illegal id first;
+``--exit-mid-match`` exits with code 3 at its first decision (a crash the server sees as a disconnect).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> int:
         for msg in bs_grpc.BotServiceStub(channel).Play(requests()):
             kind = msg.WhichOneof("message")
             if kind == "decision_request":
+                if "--exit-mid-match" in sys.argv:
+                    os._exit(3)
                 req = msg.decision_request
                 if illegal:
                     illegal = False
