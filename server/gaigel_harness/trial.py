@@ -57,6 +57,7 @@ def register(sub: Any) -> None:
         "--time-limit", type=seconds_arg, default=120.0, help="seconds for the whole try (default %(default)s)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--view", metavar="FILE.html", help="write the match's viewer page (as gaigel view) to FILE.html")
     add_ruleset_args(p)
     add_clock_args(p, server_defaults=True)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
@@ -311,6 +312,8 @@ def cmd_try(args: argparse.Namespace) -> int:
         raise CliError("give the bot command after --, e.g. gaigel try --players 2 -- python my_bot.py")
     rules = ruleset_from_args(args)
     seed = args.seed if args.seed is not None else secrets.randbits(64)
+    if args.view and not os.path.isdir(os.path.dirname(os.path.abspath(args.view))):
+        raise CliError(f"--view {args.view}: no such folder")  # found out before the match, not after
     if args.server:
         record, notes = asyncio.run(_try_on_remote_server(args, cmd, rules, seed))
     else:
@@ -330,7 +333,18 @@ def cmd_try(args: argparse.Namespace) -> int:
                 args.rules,
             )
         )
+    if args.view:
+        _write_view(record, args.view)
     return _report_try(args, seed, record, notes)
+
+
+def _write_view(record: dict[str, Any], path: str) -> None:
+    from gaigel_harness.viewer import ViewerError, write_viewer_for
+
+    try:
+        write_viewer_for(record, path)
+    except ViewerError as e:
+        raise CliError(f"--view: {e}") from None
 
 
 # --- rematch ----------------------------------------------------------------------------

@@ -47,8 +47,8 @@ aside section { background: #fff; border: 1px solid #d6cfbd; border-radius: 6px;
 .suit-E { color: #7a4a12; } .suit-B { color: #2e7d32; } .suit-H { color: #c62828; } .suit-S { color: #d48800; }
 .card.back { background: repeating-linear-gradient(45deg, #24518f 0 4px, #3566ad 4px 8px); border-color: #163560; }
 .card.down { outline: 2px dashed #ffd54f; outline-offset: 1px; }
-.card.down::after { content: "face down"; position: absolute; bottom: -1.3em; left: -0.4em; width: 3.4em;
-                    font-size: 0.55em; color: #ffd54f; text-align: center; font-weight: 400; }
+.played .note { color: #ffd54f; }
+.step-fault { background: #fde0dc; border-left: 4px solid #d32f2f; padding: 0.2em 0.4em; margin: 0.3em 0; }
 .talon-list { display: flex; flex-wrap: wrap; gap: 0.15em; max-width: 26em; }
 .muted { color: #777; }
 #table .muted { color: #cfe3d6; }
@@ -187,7 +187,8 @@ function renderCenter(step, view) {
   if (view.trick.length) {
     trick.append(el("div", {class: "label"}, "trick " + (step.trick_no + 1) + ", led by seat " + view.leader));
     trick.append(el("div", {class: "trick-cards"}, view.trick.map(t =>
-        el("div", {class: "played", "data-seat": t.seat}, card(t.card, t.down ? "down" : ""), el("div", {}, "seat " + t.seat)))));
+        el("div", {class: "played", "data-seat": t.seat}, card(t.card, t.down ? "down" : ""), el("div", {}, "seat " + t.seat),
+           t.down ? el("div", {class: "note"}, "face down") : null))));
   } else if (view.last_trick) {
     const lt = view.last_trick;
     trick.append(el("div", {class: "label"}, "trick " + lt.number + " won by seat " + lt.winner));
@@ -220,14 +221,20 @@ function renderScores(step, view) {
   if (!view.scores) box.append(el("p", {class: "muted"}, "Points are not shown to bots under this ruleset."));
 }
 
+function stepFaults(step) {
+  return (step.faults || []).map(i => DATA.faults[i]).map(f =>
+      el("div", {class: "step-fault"}, el("code", {class: "reason"}, f.reason), " " + seatName(f.seat) + ": " + f.message));
+}
+
 function renderDecision(step, view) {
   const box = document.getElementById("decision");
   const d = view.decision;
   if (!d) {
-    box.replaceChildren(el("p", {}, step.outcome ? "The hand is over." : "No decision recorded (hand cut short)."));
+    box.replaceChildren(el("p", {}, step.outcome ? "The hand is over." : "No decision recorded (hand cut short)."),
+                        ...stepFaults(step));
     return;
   }
-  const parts = [el("p", {}, el("b", {}, seatName(d.seat)), " chose ", el("b", {id: "chosen"}, d.label),
+  const parts = [...stepFaults(step), el("p", {}, el("b", {}, seatName(d.seat)), " chose ", el("b", {id: "chosen"}, d.label),
                             d.ms === null || d.ms === undefined ? "" : " in " + d.ms + " ms")];
   if (d.flags.length) parts.push(el("p", {}, d.flags.map(f => el("span", {class: "flag"}, f))));
   if (d.legal) {
@@ -281,11 +288,11 @@ function render() {
   renderDecision(step, view);
   renderEvents(view);
   renderFaults(step);
-  const handNo = step.hand + 1;
-  const decision = step.i < step.n ? "decision " + (step.i + 1) + " of " + step.n : "end of hand (" + step.n + " decisions)";
+  // hand and step as the record and gaigel try number them (from 0)
+  const where = step.i < step.n ? "hand " + step.hand + " step " + step.i + " of " + step.n
+                                : "hand " + step.hand + " over (" + step.n + " steps)";
   document.getElementById("position").textContent =
-      "step " + cur + "/" + (STEPS.length - 1) + " \u00b7 hand " + handNo + " \u00b7 trick " + (step.trick_no + 1) +
-      " \u00b7 " + decision;
+      where + " \u00b7 trick " + (step.trick_no + 1) + " \u00b7 page step " + cur + "/" + (STEPS.length - 1);
   const slider = document.getElementById("slider");
   slider.max = STEPS.length - 1;
   slider.value = cur;
