@@ -406,7 +406,8 @@ def _pair_rows(report: ArenaReport) -> list[str]:
     for (a, b), scores in sorted(pairs.items()):
         wins, draws = sum(1 for x in scores if x == 1.0), sum(1 for x in scores if x == 0.5)
         rows.append(
-            f'<tr data-pair="{esc(a)}|{esc(b)}"><td class="name">{esc(a)}</td><td class="name">{esc(b)}</td>'
+            f'<tr data-pair="{esc(a)}|{esc(b)}" data-games="{len(scores)}"><td class="name">{esc(a)}</td>'
+            f'<td class="name">{esc(b)}</td>'
             f"<td>{len(scores)}</td><td>{wins}</td><td>{draws}</td><td>{len(scores) - wins - draws}</td></tr>"
         )
     return rows

@@ -242,7 +242,7 @@ def build_view(record: dict[str, Any], seat: int | None = None) -> dict[str, Any
     return {
         "format": VIEW_FORMAT,
         "match_id": str(record.get("match_id", "")),
-        "seed": spec.seed,
+        "seed": str(spec.seed),  # a string: seeds go up to 2^64, past the doubles JavaScript parses
         "players": players,
         "sides": [list(spec.ruleset.seats_of(x)) for x in range(spec.ruleset.num_sides)],
         "seats": [
