@@ -85,7 +85,7 @@ def two_player(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
 class TestViewerPage:
     """The full page (every hand visible) at chosen steps, stepping, and the seat filter."""
 
-    @pytest.mark.parametrize("pick", [0, 5, 26, 27, 40])
+    @pytest.mark.parametrize("pick", [0, 5, 26, 27, 40, 42])
     def test_cards_at_a_step_match_the_engine(
         self, tmp_path: Path, two_player: tuple[Path, dict[str, Any]], pick: int
     ) -> None:
@@ -96,7 +96,9 @@ class TestViewerPage:
         assert dom.by_id("table")["data-step"] == str(pick)
         for seat in range(2):
             assert _cards(dom, f"seat-{seat}") == [card_code(c) for c in cards_of(state.hands[seat])]
-        assert _cards(dom, "trump") == [card_code(state.trump_card)]
+        face_up = state.face_up if state.face_up >= 0 else state.trump_card  # the seven after a rob
+        assert _cards(dom, "trump") == [card_code(face_up)]
+        assert dom.by_id("trump")["data-trump"] == card_code(state.trump_card)
         assert dom.by_id("talon")["data-size"] == str(state.talon_size)
         assert f"hand {hand} " in dom.all_text("position")
         trick = [card_code(c) for c in state.trick_cards]
@@ -106,6 +108,24 @@ class TestViewerPage:
             entry = record["hands"][hand]["actions"][i]
             assert dom.all_text("chosen") == entry["label"]
             assert len(dom.inside("legal", "li")) == len(state.legal_actions())
+
+    def test_robbing_and_melds_of_four_players(self, tmp_path: Path) -> None:
+        """Just after a rob the face-up card is the trump seven and the rob names both cards; melds show theirs."""
+        record_path = _play(tmp_path, "--players", "4", "--hands", "1", "--seed", "6", "--bot", "heuristic")
+        states = _states(load_record(record_path))
+        pick = max(n for n, (_, _, s) in enumerate(states) if s.robbed_by >= 0 and s.face_up >= 0)  # melds by then
+        state = states[pick][2]
+        dom = Dom(dump_dom(_page(tmp_path, record_path).as_uri() + f"#step={pick}&seat=all"))
+        seven, taken = state.rob_cards
+        assert _cards(dom, "trump") == [card_code(seven)]
+        assert _cards(dom, "robbed") == [card_code(seven), card_code(taken)]
+        assert f"seat {state.robbed_by} " in dom.all_text("robbed")
+        assert state.melds
+        for i, (seat, _, _, cards, points) in enumerate(state.melds):
+            assert _cards(dom, f"meld-{i}") == [card_code(c) for c in cards]
+            assert dom.all_text(f"meld-{i}").startswith(f"seat {seat} ") and f"+{points}" in dom.all_text(f"meld-{i}")
+        for seat in range(4):
+            assert _cards(dom, f"seat-{seat}") == [card_code(c) for c in cards_of(state.hands[seat])]
 
     def test_buttons_and_keys_step(self, tmp_path: Path, two_player: tuple[Path, dict[str, Any]]) -> None:
         """Three clicks on 'step', one left arrow: step 2; 'next trick' lands where the trick number changes."""

@@ -359,7 +359,7 @@ def _match_rows(report: ArenaReport, pages: Mapping[str, str]) -> list[str]:
         rows.append(
             f'<tr data-match="{esc(e.match_id)}" data-status="{esc(e.status)}"><td>{e.index}</td>'
             f'<td class="name">{name}</td><td class="name">{bots}</td><td>{e.seed}</td>'
-            f'<td class="name">{esc(text)}</td><td>{hands}</td>{faults}<td>{duration}</td></tr>'
+            f'<td class="name result">{esc(text)}</td><td>{hands}</td>{faults}<td>{duration}</td></tr>'
         )
     return rows
 
@@ -479,7 +479,7 @@ def render_html(report: ArenaReport, pages: Mapping[str, str] | None = None, ref
 <html lang="en"><head><meta charset="utf-8"><title>{esc(report.name)}: Gaigel arena report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">{refresh}
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; line-height: 1.4; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; line-height: 1.4; }}
 h2 {{ margin-top: 1.6em; }}
 table {{ border-collapse: collapse; margin: 0.8em 0; font-variant-numeric: tabular-nums; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
@@ -491,7 +491,9 @@ td.total {{ font-weight: 600; background: #f7f7f7; }}
 .caption {{ color: #555; font-size: 0.92em; }}
 td.faulty {{ background: #fde0dc; color: #a01818; font-weight: 600; }}
 .muted {{ color: #888; }}
-#matches td, #faults-per-bot td {{ white-space: nowrap; }}
+#matches {{ font-size: 0.92em; }}
+#matches td {{ white-space: nowrap; }}
+#matches td.result {{ white-space: normal; }}
 </style></head><body>
 <h1>{esc(report.name)}</h1>
 <p>{done} of {total} matches done, {len(report.results)} rated pairwise games. Bradley-Terry ratings (BT) are on

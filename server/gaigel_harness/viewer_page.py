@@ -2,7 +2,7 @@
 
 Kept as strings in a module so they ship with the package without package-data rules.
 The script reads the step data from ``<script id="match-data">`` and the step and seat
-from the URL fragment (``#step=N&seat=S``), so a link or a headless browser can open any
+from the URL fragment (``#step=N&seat=S``, ``#step=end`` for the last), so a link or a headless browser can open any
 step directly.
 """
 
@@ -49,11 +49,13 @@ aside section { background: #fff; border: 1px solid #d6cfbd; border-radius: 6px;
 .card.down { outline: 2px dashed #ffd54f; outline-offset: 1px; }
 .played .note { color: #ffd54f; }
 .step-fault { background: #fde0dc; border-left: 4px solid #d32f2f; padding: 0.2em 0.4em; margin: 0.3em 0; }
+.inline-cards { display: inline-flex; gap: 0.2em; align-items: center; vertical-align: middle; }
+#event-list li { margin-bottom: 0.3em; }
 .talon-list { display: flex; flex-wrap: wrap; gap: 0.15em; max-width: 26em; }
 .muted { color: #777; }
 #table .muted { color: #cfe3d6; }
 table.scores { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
-table.scores th, table.scores td { white-space: nowrap; border-bottom: 1px solid #e3ddd0; padding: 0.15em 0.3em; text-align: right; }
+table.scores th, table.scores td { white-space: nowrap; border-bottom: 1px solid #e3ddd0; padding: 0.15em 0.25em; text-align: right; }
 table.scores th:first-child, table.scores td:first-child { text-align: left; }
 .changed { background: #fff3b0; }
 ul.legal { list-style: none; padding: 0; margin: 0.3em 0 0; display: flex; flex-wrap: wrap; gap: 0.25em; }
@@ -105,7 +107,7 @@ function sideOf(s) { return DATA.seats[s].side; }
 
 function parseHash() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ""));
-  const step = parseInt(params.get("step") || "0", 10);
+  const step = params.get("step") === "end" ? STEPS.length - 1 : parseInt(params.get("step") || "0", 10);
   cur = Math.max(0, Math.min(STEPS.length - 1, isNaN(step) ? 0 : step));
   const seat = params.get("seat");
   viewKey = seat !== null && DATA.views.includes(seat) ? seat : DATA.views[0];
@@ -176,9 +178,10 @@ function renderSeat(s, step, view) {
 }
 
 function renderCenter(step, view) {
-  const trump = el("div", {id: "trump"}, el("div", {class: "label"},
-      "trump " + SUITS[view.trump[0]][1] + (view.face_up ? " (face up)" : " (taken)")),
-      card(view.trump, view.face_up ? "" : "small"));
+  // the face-up card is the trump card until someone robs it for the trump seven
+  const trump = el("div", {id: "trump", "data-trump": view.trump}, el("div", {class: "label"},
+      "trump " + SUITS[view.trump[0]][1] + (view.face_up ? " (face up)" : " (drawn)")),
+      card(view.face_up || view.trump, view.face_up ? "" : "small"));
   const talon = el("div", {id: "talon", "data-size": view.talon_size},
       el("div", {class: "label"}, "talon: " + view.talon_size + " card(s)" + (view.talon ? ", in drawing order" : "")));
   if (view.talon) talon.append(el("div", {class: "talon-list"}, view.talon.map(c => card(c, "small"))));
@@ -207,7 +210,7 @@ function renderCenter(step, view) {
 function renderScores(step, view) {
   const prev = cur > 0 && STEPS[cur - 1].hand === step.hand ? STEPS[cur - 1].views[viewKey] : null;
   const rows = [el("tr", {}, el("th", {}, "side"), el("th", {}, "points"), el("th", {}, "tricks"),
-                     el("th", {}, "dashes"), el("th", {}, "hands won"))];
+                     el("th", {}, "dashes"), el("th", {title: "hands won"}, "won"))];
   DATA.sides.forEach((seats, x) => {
     const sc = view.scores ? view.scores[x] : null;
     const changed = sc && prev && prev.scores && prev.scores[x].total !== sc.total;
@@ -251,11 +254,13 @@ function renderEvents(view) {
   const items = [];
   if (view.opening) items.push(el("li", {}, "opening: " + view.opening));
   if (view.robbed) items.push(el("li", {id: "robbed"}, seatName(view.robbed.seat) + " robbed: ",
-                                     view.robbed.cards.map(c => card(c, "small"))));
+      el("span", {class: "inline-cards"}, "gave ", card(view.robbed.cards[0], "small"), " for ",
+         card(view.robbed.cards[1], "small"))));
   if (view.rob_reserved !== null) items.push(el("li", {}, seatName(view.rob_reserved) + " reserved the rob"));
-  for (const m of view.melds) {
-    items.push(el("li", {class: "meld"}, seatName(m.seat) + (m.double ? " double marriage " : " marriage ") +
-                  SUITS[m.suit][1] + " +" + m.points + " ", m.cards.map(c => card(c, "small"))));
+  for (const [i, m] of view.melds.entries()) {
+    items.push(el("li", {class: "meld", id: "meld-" + i}, seatName(m.seat) + (m.double ? " double marriage " : " marriage ") +
+                  SUITS[m.suit][1] + " +" + m.points + " ",
+                  el("span", {class: "inline-cards"}, m.cards.map(c => card(c, "small")))));
   }
   const box = document.getElementById("events");
   box.replaceChildren(items.length ? el("ul", {id: "event-list"}, items) : el("p", {class: "muted"}, "none yet"));
@@ -290,7 +295,7 @@ function render() {
   renderFaults(step);
   // hand and step as the record and gaigel try number them (from 0)
   const where = step.i < step.n ? "hand " + step.hand + " step " + step.i + " of " + step.n
-                                : "hand " + step.hand + " over (" + step.n + " steps)";
+      : "hand " + step.hand + (step.outcome ? " over (" : " cut short (") + step.n + " steps)";
   document.getElementById("position").textContent =
       where + " \u00b7 trick " + (step.trick_no + 1) + " \u00b7 page step " + cur + "/" + (STEPS.length - 1);
   const slider = document.getElementById("slider");
