@@ -195,6 +195,19 @@ class TestViewerPage:
         assert [a.get("value") for a in dom.inside("seat-filter", "option")] == ["0"]
 
 
+def test_markup_in_a_bot_name_stays_text(tmp_path: Path, two_player: tuple[Path, dict[str, Any]]) -> None:
+    """A bot name with a closing script tag and markup is shown as text, not run as markup."""
+    name = '</script><b id="injected">x</b><!-- & "quotes"'
+    record = json.loads(two_player[0].read_text(encoding="utf-8"))
+    record["seats"][0]["bot"] = name
+    path = tmp_path / "named.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    dom = Dom(dump_dom(_page(tmp_path, path).as_uri() + "#step=1&seat=all"))
+    assert not any(attrs.get("id") == "injected" for _, attrs, _ in dom.elements)
+    assert name in dom.all_text("summary") and name in dom.all_text("seat-0")
+    assert dom.by_id("table")["data-step"] == "1"  # the script ran
+
+
 class TestFaults:
     """A record with faults from a real server (``gaigel try`` with a misbehaving bot)."""
 
@@ -269,6 +282,24 @@ class TestViewCommand:
         bad.write_text(json.dumps(record), encoding="utf-8")
         done = _view(str(bad))
         assert done.returncode == 2 and "hand 0 step 3" in done.stderr and done.stderr.count("\n") == 1
+
+    def test_record_without_hands(self, tmp_path: Path, two_player: tuple[Path, dict[str, Any]]) -> None:
+        record = json.loads(two_player[0].read_text(encoding="utf-8"))
+        record["hands"] = []
+        bad = tmp_path / "empty.json"
+        bad.write_text(json.dumps(record), encoding="utf-8")
+        done = _view(str(bad))
+        assert done.returncode == 2 and "no hand played" in done.stderr and done.stderr.count("\n") == 1
+
+    def test_try_view_into_a_missing_folder_fails_before_playing(self, tmp_path: Path) -> None:
+        done = subprocess.run(
+            [*GAIGEL, "try", "--view", str(tmp_path / "missing" / "x.html"), "--", sys.executable, str(MINIMAL_BOT)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such folder" in done.stderr
+        assert "match" not in done.stdout
 
     def test_default_out_is_next_to_the_record(self, two_player: tuple[Path, dict[str, Any]]) -> None:
         done = _view(str(two_player[0]))

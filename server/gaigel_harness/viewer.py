@@ -234,6 +234,8 @@ def build_view(record: dict[str, Any], seat: int | None = None) -> dict[str, Any
     steps: list[dict[str, Any]] = []
     for hand in record["hands"]:
         steps.extend(_replay_hand(spec, hand, seats, seat is None, score))
+    if not steps:
+        raise ViewerError("the record has no hand played: nothing to show")
     raw_faults = [f for f in record.get("faults", []) if isinstance(f, dict)]
     faults = [_fault_view(f, seat) for f in raw_faults]
     for f, n in zip(faults, _place_faults(raw_faults, steps), strict=True):
@@ -263,9 +265,8 @@ def build_view(record: dict[str, Any], seat: int | None = None) -> dict[str, Any
 
 def render_viewer(view: dict[str, Any], title: str | None = None) -> str:
     """One self-contained HTML page (inline CSS, JS and data; nothing loaded from the network)."""
-    data = json.dumps(view, separators=(",", ":"))
-    # "</" inside a script element would end it early
-    data = data.replace("</", "<\\/")
+    # no "<" at all inside the script element: "</script>" or "<!--" in a bot name must not end or bend it
+    data = json.dumps(view, separators=(",", ":")).replace("<", "\\u003c")
     if title is None:
         bots = " vs ".join(sorted({s["bot"] for s in view["seats"]}, key=str))
         title = f"{view['match_id'] or 'match'} (seed {view['seed']}): {bots}"
