@@ -320,3 +320,12 @@ def test_build_view_counts_steps(two_player: tuple[Path, dict[str, Any]]) -> Non
     view = build_view(record)
     assert len(view["steps"]) == sum(len(h["actions"]) + 1 for h in record["hands"])
     assert view["views"] == ["all", "0", "1"]
+
+
+def test_points_stay_hidden_from_a_seat_when_the_ruleset_hides_them(tmp_path: Path) -> None:
+    """Parlett rules do not expose scores to bots: a seat's view has no points, the full view has them."""
+    record = load_record(_play(tmp_path, "--players", "2", "--hands", "1", "--seed", "1", "--rules", "parlett"))
+    full, seat = build_view(record), build_view(record, 1)
+    assert all(step["views"]["1"]["scores"] is None for step in seat["steps"])
+    totals = [step["views"]["all"]["scores"][0]["total"] for step in full["steps"]]
+    assert totals[-1] > 0 and totals == sorted(totals)

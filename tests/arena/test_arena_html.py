@@ -22,7 +22,7 @@ import pytest
 
 from gaigel_arena.config import ArenaConfig, parse_config
 from gaigel_arena.executors import InlineExecutor, MatchJob, MatchOutcome
-from gaigel_arena.report import load_report, render_html
+from gaigel_arena.report import load_report, render_html, write_html_report
 from gaigel_arena.runner import run_arena
 from gaigel_arena.web import serve_live_report
 from tests.tools.browser import Dom, dump_dom
@@ -210,6 +210,18 @@ class TestReportPages:
         assert set(matches) == set(faults) and all(row["data-status"] == "done" for row in matches.values())
         total = sum(map(len, faults.values()))
         assert f"chaos {total} " in " ".join(" ".join(dom.text.get("faults-per-bot", [])).split()) + " "
+
+
+def test_without_records_nothing_is_linked(tmp_path: Path) -> None:
+    """keep_records = false: the matches are listed, without links, faults unknown and said so."""
+    arena = {"name": "no records", "seed": 7, "sets_per_pairing": 3, "keep_records": False}
+    config = parse_config({**CONFIG, "arena": arena})
+    run_arena(config, tmp_path / "out", executor="inline", bootstrap_samples=0)
+    page = tmp_path / "report.html"
+    assert write_html_report(load_report(tmp_path / "out", samples=0, details=True), page) == 0
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<tr data-match=") == 18 and 'href="matches/' not in text
+    assert "No match record was read" in text and not (tmp_path / "matches").exists()
 
 
 class _GatedExecutor(InlineExecutor):
