@@ -150,8 +150,25 @@ def _check_seat(seat: int | None, players: int) -> None:
         raise ViewerError(f"--seat must be a seat 0..{players - 1} of this {players}-player match, got {seat}")
 
 
+def _views(state: GaigelState, keys: list[tuple[str, int | None]]) -> dict[str, dict[str, Any]]:
+    """The step's views by key: the omniscient one (seat None) and each seat's."""
+    return {key: _full_view(state) if seat is None else _seat_view(state, seat) for key, seat in keys}
+
+
+def _apply(state: GaigelState, entry: dict[str, Any], k: int, i: int) -> None:
+    """Applies a recorded action as ``gaigel replay`` does: in turn, legal, and to the recorded hash."""
+    if state.is_terminal() or entry.get("seat", state.to_act) != state.to_act:
+        raise ViewerError(f"hand {k} step {i}: the record does not replay (seat {entry.get('seat')} out of turn)")
+    try:
+        state.apply_checked(int(entry["action"]))
+    except IllegalActionError as e:
+        raise ViewerError(f"hand {k} step {i}: the record does not replay ({e})") from None
+    if state.state_hash() != entry["hash"]:
+        raise ViewerError(f"hand {k} step {i}: state hash differs from the record's (another engine's rules?)")
+
+
 def _replay_hand(
-    spec: MatchSpec, hand: dict[str, Any], seats: list[int], full: bool, score: MatchScore
+    spec: MatchSpec, hand: dict[str, Any], keys: list[tuple[str, int | None]], score: MatchScore
 ) -> list[dict[str, Any]]:
     """The steps of one hand: the state before every recorded action and once after the last."""
     k = int(hand["index"])
@@ -171,32 +188,22 @@ def _replay_hand(
             "trick_no": state.trick_no,
             "dashes": list(score.dashes),
             "hands_won": list(score.hands_won),
-            "views": {},
+            "views": _views(state, keys),
             "outcome": None,
         }
-        for key, seat in ([(ALL, None)] if full else []) + [(str(s), s) for s in seats]:
-            step["views"][key] = _full_view(state) if seat is None else _seat_view(state, seat)
-        if i == len(actions):
-            outcome = state.outcome()
-            if outcome is not None:
-                score.add(outcome)
-                step["outcome"] = outcome.to_dict()
-                step["dashes"], step["hands_won"] = list(score.dashes), list(score.hands_won)
-            steps.append(step)
-            break
-        entry = actions[i]
-        legal = state.legal_actions()
-        if state.is_terminal() or entry.get("seat", state.to_act) != state.to_act:
-            raise ViewerError(f"hand {k} step {i}: the record does not replay (seat {entry.get('seat')} out of turn)")
-        try:
-            state.apply_checked(int(entry["action"]))
-        except IllegalActionError as e:
-            raise ViewerError(f"hand {k} step {i}: the record does not replay ({e})") from None
-        if state.state_hash() != entry["hash"]:
-            raise ViewerError(f"hand {k} step {i}: state hash differs from the record's (another engine's rules?)")
-        for key, seat in ([(ALL, None)] if full else []) + [(str(s), s) for s in seats]:
-            step["views"][key]["decision"] = _decision(entry, legal, seat, state)
         steps.append(step)
+        if i == len(actions):
+            break
+        legal = state.legal_actions()
+        _apply(state, actions[i], k, i)
+        for key, seat in keys:
+            step["views"][key]["decision"] = _decision(actions[i], legal, seat, state)
+    outcome = state.outcome()
+    if outcome is not None:  # None: a hand cut short by a forfeit or an abort
+        score.add(outcome)
+        last = steps[-1]
+        last["outcome"] = outcome.to_dict()
+        last["dashes"], last["hands_won"] = list(score.dashes), list(score.hands_won)
     return steps
 
 
@@ -230,17 +237,18 @@ def build_view(record: dict[str, Any], seat: int | None = None) -> dict[str, Any
     players = spec.ruleset.players
     _check_seat(seat, players)
     seats = [seat] if seat is not None else list(range(players))
+    keys: list[tuple[str, int | None]] = ([] if seat is not None else [(ALL, None)]) + [(str(s), s) for s in seats]
     score = MatchScore(spec)
     steps: list[dict[str, Any]] = []
     for hand in record["hands"]:
-        steps.extend(_replay_hand(spec, hand, seats, seat is None, score))
+        steps.extend(_replay_hand(spec, hand, keys, score))
     if not steps:
         raise ViewerError("the record has no hand played: nothing to show")
     raw_faults = [f for f in record.get("faults", []) if isinstance(f, dict)]
     faults = [_fault_view(f, seat) for f in raw_faults]
-    for f, n in zip(faults, _place_faults(raw_faults, steps), strict=True):
+    for index, (f, n) in enumerate(zip(faults, _place_faults(raw_faults, steps), strict=True)):
         f["at"] = n
-        steps[n].setdefault("faults", []).append(faults.index(f))
+        steps[n].setdefault("faults", []).append(index)
     return {
         "format": VIEW_FORMAT,
         "match_id": str(record.get("match_id", "")),
