@@ -84,12 +84,16 @@ def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0].split("#", 1)[0]
             page: str | None
-            if path in ("/", "/index.html", "/report.html"):
-                page = live.index()
-            elif path.startswith(f"/{MATCH_PAGES}/") and path.endswith(".html"):
-                page = live.match(path[len(MATCH_PAGES) + 2 : -len(".html")])
-            else:
-                page = None
+            try:
+                if path in ("/", "/index.html", "/report.html"):
+                    page = live.index()
+                elif path.startswith(f"/{MATCH_PAGES}/") and path.endswith(".html"):
+                    page = live.match(path[len(MATCH_PAGES) + 2 : -len(".html")])
+                else:
+                    page = None
+            except Exception as e:  # e.g. the database busy for a moment: the page reloads itself
+                self.send_error(503, f"report not available now: {type(e).__name__}")
+                return
             if page is None:
                 self.send_error(404, "no such page")
                 return

@@ -212,6 +212,18 @@ class TestReportPages:
         assert f"chaos {total} " in " ".join(" ".join(dom.text.get("faults-per-bot", [])).split()) + " "
 
 
+def test_unwritable_html_is_one_line(tmp_path: Path) -> None:
+    """--html where nothing can be written: one line, exit 2."""
+    run_arena(parse_config(CONFIG), tmp_path / "out", executor="inline", bootstrap_samples=0)
+    done = subprocess.run(
+        [*GAIGEL, "arena", "report", str(tmp_path / "out"), "--html", "/proc/no-such/report.html"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot write" in done.stderr, done.stderr
+
+
 def test_without_records_nothing_is_linked(tmp_path: Path) -> None:
     """keep_records = false: the matches are listed, without links, faults unknown and said so."""
     arena = {"name": "no records", "seed": 7, "sets_per_pairing": 3, "keep_records": False}
