@@ -62,6 +62,7 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
 
         start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
     progress = None if args.quiet else Progress()
+    web = _start_web(args, out)
     try:
         summary = run_arena(
             config,
@@ -80,6 +81,9 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(_interrupted_message(out, args.db), file=sys.stderr)
         return 130
+    finally:
+        if web is not None:
+            web.shutdown()
     report = load_report(summary.db_path, samples=args.bootstrap)
     data = report_dict(report)
     write_json_atomic(data, out / "report.json")
@@ -107,21 +111,40 @@ def _interrupted_message(out: Path, db: str | None) -> str:
         f"gaigel arena run: interrupted; finished matches are kept in {journal}: "
         "run the same command again to resume (unfinished matches are replayed from their seed)"
     )
+def _start_web(args: argparse.Namespace, out: Path) -> Any:
+    """The live report server of ``--web-port``, or None."""
+    if args.web_port is None:
+        return None
+    from gaigel_arena.web import serve_live_report
+
+    target = args.db if args.db else out
+    try:
+        server = serve_live_report(target, args.web_address, args.web_port)
+    except OSError as e:
+        raise CliError(f"cannot serve the live report on {args.web_address}:{args.web_port}: {e.strerror}") from None
+    port = server.server_address[1]
+    print(f"live report: http://{args.web_address}:{port}/", file=sys.stderr, flush=True)
+    return server
 
 
 def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
-    from gaigel_arena.report import format_table, load_report, render_html, report_dict
+    from gaigel_arena.report import format_table, load_report, report_dict, write_html_report
 
-    report = load_report(args.dir if "://" in args.dir else Path(args.dir), samples=args.bootstrap)
+    target = args.dir if "://" in args.dir else Path(args.dir)
+    report = load_report(target, samples=args.bootstrap, details=bool(args.html))
+    pages = 0
     if args.html:
-        Path(args.html).write_text(render_html(report), encoding="utf-8")
+        try:
+            pages = write_html_report(report, Path(args.html))
+        except OSError as e:
+            raise CliError(f"cannot write {args.html}: {e.strerror}") from None
     if args.json:
         print(json.dumps(report_dict(report)))
     elif not args.html:
         print(format_table(report.standings, report.counts["done"], report.counts["total"]))
     else:
-        print(f"wrote {args.html}")
+        print(f"wrote {args.html} and {pages} new match page(s) in {Path(args.html).parent / 'matches'}")
     return 0
 
 
@@ -175,6 +198,17 @@ def register(subparsers: Any) -> None:
         default="127.0.0.1",
         help="address for --metrics-port (default %(default)s; 0.0.0.0 for all)",
     )
+    r.add_argument(
+        "--web-port",
+        type=number_arg(int, 0, 65535, "a port"),
+        metavar="PORT",
+        help="serve the HTML report live on this port while the arena runs (0: any free port)",
+    )
+    r.add_argument(
+        "--web-address",
+        default="127.0.0.1",
+        help="address for --web-port (default %(default)s; 0.0.0.0 for all)",
+    )
     r.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default: info off a terminal)")
     r.add_argument(
         "--bootstrap", type=_bootstrap_arg, default=1000, help="bootstrap samples for the intervals (default 1000)"
@@ -190,7 +224,11 @@ def register(subparsers: Any) -> None:
     )
     q.add_argument("dir", metavar="DIR", help="arena output folder (or its journal file, or its postgresql:// URL)")
     q.add_argument("--json", action="store_true", help="print the report as JSON")
-    q.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    q.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained HTML report, and a viewer page per kept match record in matches/ next to it",
+    )
     q.add_argument(
         "--bootstrap", type=_bootstrap_arg, default=1000, help="bootstrap samples for the intervals (default 1000)"
     )

@@ -6,13 +6,16 @@ and pass them through :mod:`gaigel_arena.ratings`, exactly as the runner does.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import html
+import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gaigel_arena.journal import DEFAULT_DB_NAME, DbTarget, Journal, JournalError, is_url
+from gaigel_arena.journal import DEFAULT_DB_NAME, DbTarget, Journal, JournalError, JournalRow, is_url
 from gaigel_arena.ratings import (
     MIN_SETS_FOR_INTERVAL,
     GameResult,
@@ -23,7 +26,15 @@ from gaigel_arena.ratings import (
 )
 from gaigel_arena.runner import journal_results
 
-__all__ = ["ArenaReport", "format_table", "load_report", "render_html", "report_dict"]
+__all__ = [
+    "ArenaReport",
+    "MatchEntry",
+    "format_table",
+    "load_report",
+    "render_html",
+    "report_dict",
+    "write_html_report",
+]
 
 REPORT_FORMAT = "gaigel.arena.report.v1"
 _COLOURS = (
@@ -41,6 +52,24 @@ _COLOURS = (
 
 
 @dataclasses.dataclass(frozen=True)
+class MatchEntry:
+    """One scheduled match as the report lists it."""
+
+    index: int
+    match_id: str
+    sides: tuple[str, ...]
+    seats: tuple[str, ...]
+    seed: int
+    status: str
+    result: dict[str, Any] | None
+    duration_s: float | None
+    record: Path | None
+    """The match record on disk, when it was kept and is found."""
+    faults: tuple[dict[str, Any], ...] | None
+    """The record's faults (``seat``, ``reason``, ...), None when not read or no record."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ArenaReport:
     """Everything a report shows, read from one journal."""
 
@@ -50,29 +79,94 @@ class ArenaReport:
     results: tuple[GameResult, ...]
     standings: Standings
     bots: tuple[str, ...]
+    matches: tuple[MatchEntry, ...] = ()
 
 
-def load_report(path: DbTarget, samples: int = 1000) -> ArenaReport:
+FaultCache = dict[str, tuple[dict[str, Any], ...] | None]
+"""Faults read from records by match id: a done match's record never changes."""
+
+
+def _find_record(row: JournalRow, folder: Path | None) -> Path | None:
+    """The record of *row*: its stored path, else ``records/<id>.json`` in the arena folder (moved folders)."""
+    candidates = [Path(row.record_path)] if row.record_path else []
+    if folder is not None:
+        candidates.append(folder / "records" / f"{row.match_id}.json")
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _read_faults(record: Path) -> tuple[dict[str, Any], ...] | None:
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    faults = data.get("faults") if isinstance(data, dict) else None
+    return tuple(f for f in faults if isinstance(f, dict)) if isinstance(faults, list) else None
+
+
+def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | None) -> tuple[MatchEntry, ...]:
+    out = []
+    for row in rows:
+        record = _find_record(row, folder) if row.status == "done" else None
+        faults = None
+        if record is not None and cache is not None:
+            if row.match_id not in cache:
+                cache[row.match_id] = _read_faults(record)
+            faults = cache[row.match_id]
+        out.append(
+            MatchEntry(
+                row.index,
+                row.match_id,
+                row.sides,
+                row.seats,
+                row.seed,
+                row.status,
+                row.result,
+                row.duration_s,
+                record,
+                faults,
+            )
+        )
+    return tuple(out)
+
+
+def load_report(
+    path: DbTarget, samples: int = 1000, details: bool = False, fault_cache: FaultCache | None = None
+) -> ArenaReport:
     """Reads the journal in folder *path* (or the database file, or the PostgreSQL URL) and rates it.
+
+    With *details* every kept match record is read for its faults (*fault_cache*, if
+    given, keeps them between calls, as the live report does).
 
     :raises JournalError: if there is no journal there.
     """
     db: DbTarget
+    folder: Path | None = None
     if is_url(path):
         db = path
     else:
         path = Path(path)
         db = path / DEFAULT_DB_NAME if path.is_dir() else path
+        folder = path if path.is_dir() else path.parent
         if not db.exists():
             raise JournalError(f"no arena journal in {path} (expected {db})")
     with Journal.open_existing(db) as journal:
         config = journal.config()
         counts = journal.counts()
         results = tuple(journal_results(journal))
+        rows = journal.rows()
     seed = int(config.get("arena", {}).get("seed", 0))
     standings = build_standings(results, samples=samples, seed=seed)
     bots = tuple(str(b["name"]) for b in config.get("bots", []))
-    return ArenaReport(str(config.get("arena", {}).get("name", "arena")), config, counts, results, standings, bots)
+    cache = (fault_cache if fault_cache is not None else {}) if details else None
+    return ArenaReport(
+        str(config.get("arena", {}).get("name", "arena")),
+        config,
+        counts,
+        results,
+        standings,
+        bots,
+        _entries(rows, folder, cache),
+    )
 
 
 def _num(x: float) -> float | None:
@@ -255,8 +349,100 @@ def _svg_history(
     return "".join(parts)
 
 
-def render_html(report: ArenaReport) -> str:
-    """One self-contained HTML page: table, rating history (inline SVG) and cross table."""
+def _result_text(entry: MatchEntry) -> tuple[str, set[int]]:
+    """The match result in a few words, and the winning sides."""
+    if entry.status != "done" or entry.result is None:
+        return entry.status, set()
+    result = entry.result
+    dashes = ":".join(str(side.get("dashes", "?")) for side in result.get("sides", []))
+    winners = set(int(w) for w in result.get("winners", []))
+    return f"{result.get('termination', 'completed')}, dashes {dashes}", winners
+
+
+def _match_rows(report: ArenaReport, pages: Mapping[str, str]) -> list[str]:
+    esc = html.escape
+    rows = []
+    for e in report.matches:
+        text, winners = _result_text(e)
+        bots = " vs ".join(
+            f"<b>{esc(name)}</b>" if x in winners and len(winners) < len(e.sides) else esc(name)
+            for x, name in enumerate(e.sides)
+        )
+        href = pages.get(e.match_id)
+        name = f'<a href="{esc(href)}">{esc(e.match_id)}</a>' if href else esc(e.match_id)
+        hands = "" if e.result is None else str(e.result.get("hands_played", ""))
+        if e.faults is None:
+            faults = '<td class="muted">?</td>' if e.status == "done" else "<td></td>"
+        elif e.faults:
+            reasons = ", ".join(f"seat {f.get('seat')}: {f.get('reason')}" for f in e.faults)
+            faults = f'<td class="faulty" title="{esc(reasons)}">{len(e.faults)}</td>'
+        else:
+            faults = "<td>0</td>"
+        duration = _duration_text(e.duration_s)
+        rows.append(
+            f'<tr data-match="{esc(e.match_id)}" data-status="{esc(e.status)}"><td>{e.index}</td>'
+            f'<td class="name">{name}</td><td class="name">{bots}</td><td>{e.seed}</td>'
+            f'<td class="name result">{esc(text)}</td><td>{hands}</td>{faults}<td>{duration}</td></tr>'
+        )
+    return rows
+
+
+def _duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def _fault_rows(report: ArenaReport) -> tuple[list[str], bool]:
+    """One row per bot with its faults by reason code; False when no record was read."""
+    esc = html.escape
+    read = [e for e in report.matches if e.faults is not None]
+    per_bot: dict[str, collections.Counter[str]] = {name: collections.Counter() for name in report.bots}
+    matches: dict[str, set[str]] = {name: set() for name in report.bots}
+    for e in read:
+        for f in e.faults or ():
+            seat = f.get("seat")
+            if isinstance(seat, int) and 0 <= seat < len(e.seats):
+                bot = e.seats[seat]
+                per_bot.setdefault(bot, collections.Counter())[str(f.get("reason", "?"))] += 1
+                matches.setdefault(bot, set()).add(e.match_id)
+    rows = []
+    for bot, reasons in sorted(per_bot.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+        total = sum(reasons.values())
+        detail = ", ".join(f"<code>{esc(r)}</code> {n}" for r, n in reasons.most_common())
+        rows.append(
+            f'<tr data-bot="{esc(bot)}"><td class="name">{esc(bot)}</td>'
+            f'<td class="{"faulty" if total else ""}">{total}</td><td>{len(matches.get(bot, ()))}</td>'
+            f'<td class="name">{detail}</td></tr>'
+        )
+    return rows, bool(read)
+
+
+def _pair_rows(report: ArenaReport) -> list[str]:
+    """Games per pair of bots: how many, and who won them."""
+    esc = html.escape
+    pairs: dict[tuple[str, str], list[float]] = {}
+    for r in report.results:
+        a, b, score = (r.a, r.b, r.score) if r.a <= r.b else (r.b, r.a, 1.0 - r.score)
+        pairs.setdefault((a, b), []).append(score)
+    rows = []
+    for (a, b), scores in sorted(pairs.items()):
+        wins, draws = sum(1 for x in scores if x == 1.0), sum(1 for x in scores if x == 0.5)
+        rows.append(
+            f'<tr data-pair="{esc(a)}|{esc(b)}" data-games="{len(scores)}"><td class="name">{esc(a)}</td>'
+            f'<td class="name">{esc(b)}</td>'
+            f"<td>{len(scores)}</td><td>{wins}</td><td>{draws}</td><td>{len(scores) - wins - draws}</td></tr>"
+        )
+    return rows
+
+
+def render_html(report: ArenaReport, pages: Mapping[str, str] | None = None, refresh_s: int | None = None) -> str:
+    """One self-contained HTML page: table, rating history (inline SVG), cross table, games per pair,
+    faults per bot and the list of matches.
+
+    *pages* maps a match id to the address of its viewer page (the match list links it);
+    *refresh_s* makes the browser reload the page that often (the live report).
+    """
     st = report.standings
     names = [row.name for row in st.rows]
     order = names + sorted(set(report.bots) - set(names))
@@ -303,6 +489,9 @@ def render_html(report: ArenaReport) -> str:
             f'<td class="total">{total_score:g}/{total_games}{share_text}</td></tr>'
         )
     done, total = report.counts["done"], report.counts["total"]
+    fault_rows, faults_read = _fault_rows(report)
+    fault_note = "" if faults_read else "No match record was read (records not kept, or none yet)."
+    refresh = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     note = (
         ""
         if st.connected
@@ -312,9 +501,9 @@ def render_html(report: ArenaReport) -> str:
         note += f"<p><b>Note:</b> {esc(UNKNOWN_INTERVAL_NOTE.removeprefix('note: '))}.</p>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(report.name)}: Gaigel arena report</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="viewport" content="width=device-width, initial-scale=1">{refresh}
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; line-height: 1.4; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; line-height: 1.4; }}
 h2 {{ margin-top: 1.6em; }}
 table {{ border-collapse: collapse; margin: 0.8em 0; font-variant-numeric: tabular-nums; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
@@ -324,6 +513,11 @@ td.self {{ background: #e8e8e8; text-align: center; color: #888; }}
 td.total {{ font-weight: 600; background: #f7f7f7; }}
 .swatch {{ display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.5em; border-radius: 2px; }}
 .caption {{ color: #555; font-size: 0.92em; }}
+td.faulty {{ background: #fde0dc; color: #a01818; font-weight: 600; }}
+.muted {{ color: #888; }}
+#matches {{ font-size: 0.92em; }}
+#matches td {{ white-space: nowrap; }}
+#matches td.result {{ white-space: normal; }}
 </style></head><body>
 <h1>{esc(report.name)}</h1>
 <p>{done} of {total} matches done, {len(report.results)} rated pairwise games. Bradley-Terry ratings (BT) are on
@@ -339,5 +533,57 @@ the Elo scale with mean 0; intervals are 95% bootstrap intervals over duplicate 
 <p class="caption">Points of the row's bot against the column's bot / games between them (a win 1, a draw ½);
 green: the row's bot scored more, red: less. Hover a cell for the likelihood of superiority.</p>
 <table id="cross-table">{"".join(cross)}</table>
+<h2>Games per pair</h2>
+<p class="caption">Pairwise games between two bots (one per match they both played) and their results.</p>
+<table id="pairs"><tr><th class="name">bot A</th><th class="name">bot B</th><th>games</th><th>A won</th>
+<th>drawn</th><th>B won</th></tr>
+{"".join(_pair_rows(report)) or '<tr><td colspan="6" class="name muted">no games yet</td></tr>'}</table>
+<h2>Faults per bot</h2>
+<p class="caption">Faults charged to each bot in the kept match records, by reason code (see the bot guide).
+{fault_note}</p>
+<table id="faults-per-bot"><tr><th class="name">bot</th><th>faults</th><th>matches with faults</th>
+<th class="name">by reason</th></tr>
+{"".join(fault_rows)}</table>
+<h2>Matches</h2>
+<p class="caption">Every scheduled match in schedule order; the bold bot's side won. Follow a match id to step
+through the match in the viewer.</p>
+<table id="matches"><tr><th>#</th><th class="name">match</th><th class="name">sides</th><th>seed</th>
+<th class="name">result</th><th>hands</th><th>faults</th><th>duration</th></tr>
+{"".join(_match_rows(report, pages or {}))}</table>
 </body></html>
 """
+
+
+MATCH_PAGES = "matches"
+"""The folder (next to the report page) that holds the viewer page of every match."""
+
+
+def write_html_report(report: ArenaReport, page: Path) -> int:
+    """Writes *page* and a viewer page per kept match record into ``matches/`` next to it.
+
+    A viewer page newer than its record is kept as it is (a rerun writes only new matches).
+    Returns how many viewer pages were written.
+
+    :raises OSError: if the page or the folder cannot be written.
+    """
+    from gaigel_harness.viewer import ViewerError, write_viewer
+
+    folder = page.parent / MATCH_PAGES
+    pages: dict[str, str] = {}
+    written = 0
+    for entry in report.matches:
+        if entry.record is None:
+            continue
+        target = folder / f"{entry.match_id}.html"
+        if not target.is_file() or target.stat().st_mtime < entry.record.stat().st_mtime:
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                write_viewer(entry.record, target)
+            except ViewerError:
+                continue  # a record that does not replay gets no link; `gaigel replay` says why
+            written += 1
+        pages[entry.match_id] = f"{MATCH_PAGES}/{entry.match_id}.html"
+    tmp = page.with_name(page.name + ".tmp")
+    tmp.write_text(render_html(report, pages), encoding="utf-8")
+    tmp.replace(page)
+    return written

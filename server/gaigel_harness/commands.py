@@ -1,4 +1,4 @@
-"""The harness's commands: ``bot``, ``chaos-bot``, ``stdio-bot``, ``check-bot``, ``try`` and ``rematch``.
+"""The harness's commands: ``bot``, ``chaos-bot``, ``stdio-bot``, ``check-bot``, ``try``, ``rematch`` and ``view``.
 
 Registered through the ``gaigel.commands`` entry point; grpc is imported only when a
 command runs.
@@ -46,6 +46,41 @@ def register(subparsers: Any) -> None:
     _register_chaos(subparsers)
     _register_bridge(subparsers)
     trial.register(subparsers)
+    _register_view(subparsers)
+
+
+def _register_view(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "view",
+        help="write an HTML page that replays a match record step by step",
+        description=(
+            "Replay RECORD with the engine and write one self-contained HTML page (no network) to step through "
+            "it hand by hand and trick by trick: hands, talon, trump, tricks, melds, points, dashes, every "
+            "decision's legal actions and time, and every fault. With --seat the page holds only what that seat "
+            "knew. Open a step directly with #step=N&seat=S in the URL."
+        ),
+    )
+    p.add_argument("record", metavar="RECORD", help="a JSON match record")
+    p.add_argument("--out", metavar="FILE.html", help="the page to write (default: RECORD with .html)")
+    p.add_argument("--seat", type=int, metavar="S", help="show only what seat S knew (the other hands stay hidden)")
+    p.set_defaults(func=cmd_view)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Writes the viewer page of a record; exit 2 with one line for bad input."""
+    from pathlib import Path
+
+    from gaigel_harness.viewer import ViewerError, write_viewer
+
+    out = Path(args.out) if args.out else Path(args.record).with_suffix(".html")
+    if out.resolve() == Path(args.record).resolve():
+        raise CliError(f"--out {out} would overwrite the record")
+    try:
+        write_viewer(args.record, out, args.seat)
+    except ViewerError as e:
+        raise CliError(str(e)) from None
+    print(f"wrote {out}")
+    return 0
 
 
 def _register_chaos(subparsers: Any) -> None:

@@ -65,6 +65,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--record", metavar="FILE", default=None, help="save the match record (JSON) to FILE")
+    p.add_argument("--view", metavar="FILE.html", help="write the match's viewer page (as gaigel view) to FILE.html")
     add_ruleset_args(p)
     add_clock_args(p, server_defaults=True)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
@@ -366,6 +367,8 @@ def cmd_try(args: argparse.Namespace) -> int:
         raise CliError("give the bot command after --, e.g. gaigel try --players 2 -- python my_bot.py")
     rules = ruleset_from_args(args)
     seed = args.seed if args.seed is not None else secrets.randbits(64)
+    if args.view and not os.path.isdir(os.path.dirname(os.path.abspath(args.view))):
+        raise CliError(f"--view {args.view}: no such folder")  # found out before the match, not after
     if args.server:
         record, notes = asyncio.run(_try_on_remote_server(args, cmd, rules, seed))
     else:
@@ -387,6 +390,8 @@ def cmd_try(args: argparse.Namespace) -> int:
         )
     if args.record:
         _save_record(record, args.record)
+    if args.view:
+        _write_view(record, args.view)
     return _report_try(args, seed, record, notes)
 
 
@@ -397,6 +402,15 @@ def _save_record(record: dict[str, Any], path: str) -> None:
         dump_record(record, path)
     except OSError as e:
         raise CliError(f"cannot write --record {path}: {e.strerror}") from None
+
+
+def _write_view(record: dict[str, Any], path: str) -> None:
+    from gaigel_harness.viewer import ViewerError, write_viewer_for
+
+    try:
+        write_viewer_for(record, path)
+    except ViewerError as e:
+        raise CliError(f"--view: {e}") from None
 
 
 # --- rematch ----------------------------------------------------------------------------

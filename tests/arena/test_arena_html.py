@@ -1,24 +1,31 @@
 """The HTML report as a browser renders it: headless Chromium (Debian package chromium).
 
 The page is loaded with ``--dump-dom`` and the rendered DOM must hold the rating history
-plot (an inline SVG with one line and one legend entry per bot, axis labels) and the cross
-table. Skipped without Chromium unless the environment variable ``CI`` is set.
+plot (an inline SVG with one line and one legend entry per bot, axis labels), the cross
+table, games per pair, faults per bot and the match list whose links open each match's
+viewer page; the live report (``--web-port``) serves the same while an arena runs.
+Skipped without Chromium unless the environment variable ``CI`` is set.
 """
 
 from __future__ import annotations
 
-import html.parser
-import os
-import shutil
+import concurrent.futures
+import json
 import subprocess
-import tempfile
+import sys
+import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from gaigel_arena.config import parse_config
-from gaigel_arena.report import load_report, render_html
+from gaigel_arena.config import ArenaConfig, parse_config
+from gaigel_arena.executors import InlineExecutor, MatchJob, MatchOutcome
+from gaigel_arena.report import load_report, render_html, write_html_report
 from gaigel_arena.runner import run_arena
+from gaigel_arena.web import serve_live_report
+from tests.tools.browser import Dom, dump_dom
 
 CONFIG = {
     "arena": {"name": "html <check> & co", "seed": 7, "sets_per_pairing": 3},
@@ -31,71 +38,11 @@ CONFIG = {
 }
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    if os.environ.get("CI"):
-        pytest.fail("chromium not found (CI is set): install the Debian package chromium")
-    pytest.skip("chromium not found (Debian package chromium)")
-
-
 def _dump_dom(page: Path) -> str:
-    browser = _chromium()
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run(
-            [
-                browser,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={profile}",
-                "--dump-dom",
-                page.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "<html" in done.stdout, done.stderr[-2000:]
-    return done.stdout
+    return dump_dom(page.as_uri())
 
 
-class _Dom(html.parser.HTMLParser):
-    """Collects elements (tag, attributes, enclosing ids) and text of the rendered DOM."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.elements: list[tuple[str, dict[str, str], tuple[str, ...]]] = []
-        self.stack: list[tuple[str, str]] = []
-        self.text: dict[str, list[str]] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = {k: v or "" for k, v in attrs}
-        ids = tuple(i for _, i in self.stack if i)
-        self.elements.append((tag, attributes, ids))
-        if tag not in ("br", "meta", "img", "input", "link", "hr", "wbr"):  # HTML void elements
-            self.stack.append((tag, attributes.get("id", "")))
-
-    def handle_endtag(self, tag: str) -> None:
-        while self.stack:
-            if self.stack.pop()[0] == tag:
-                break
-
-    def handle_data(self, data: str) -> None:
-        for _, i in self.stack:
-            if i:
-                self.text.setdefault(i, []).append(data)
-
-    def inside(self, element_id: str, tag: str) -> list[dict[str, str]]:
-        return [attrs for t, attrs, ids in self.elements if t == tag and element_id in ids]
+_Dom = Dom
 
 
 class TestHtmlReport:
@@ -143,3 +90,233 @@ class TestHtmlReport:
         dom = _Dom()
         dom.feed(_dump_dom(page))
         assert "no games yet" in " ".join(dom.text["rating-history"])
+
+
+GAIGEL = [sys.executable, "-c", "import sys; from gaigel.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def _chaos_config(tmp: Path) -> Path:
+    """A gRPC arena where a chaos bot (illegal answers, stale decision ids) meets a house bot."""
+    chaos = [sys.executable, "-m", "gaigel.cli", "chaos-bot", "--chaos", "illegal=0.1,stale=0.05", "--seed", "1"]
+    config = tmp / "chaos.toml"
+    config.write_text(
+        f"""
+[arena]
+name = "faults"
+seed = 11
+sets_per_pairing = 1
+executor = "grpc"
+
+[game]
+players = 2
+hands = 1
+
+[clock]
+decision_ms = 500
+bank_ms = 1000
+
+[[bots]]
+name = "chaos"
+command = {json.dumps([*chaos, "--fault-log", str(tmp / "faults.jsonl")])}
+
+[[bots]]
+name = "first"
+house = "first"
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def _rows(dom: Dom, table: str) -> list[dict[str, str]]:
+    return [attrs for tag, attrs, ids in dom.elements if tag == "tr" and table in ids and attrs]
+
+
+class TestReportPages:
+    """``gaigel arena report DIR --html FILE``: the match list, faults per bot, games per pair, viewer pages."""
+
+    def test_match_links_open_their_viewer(self, tmp_path: Path) -> None:
+        """Every done match is listed and linked; each link opens a viewer page of that match."""
+        config = parse_config(CONFIG)
+        run_arena(config, tmp_path / "out", executor="inline", bootstrap_samples=0)
+        page = tmp_path / "site" / "report.html"
+        done = subprocess.run(
+            [*GAIGEL, "arena", "report", str(tmp_path / "out"), "--html", str(page), "--bootstrap", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        dom = Dom(_dump_dom(page))
+        rows = _rows(dom, "matches")
+        records = sorted(p.stem for p in (tmp_path / "out" / "records").glob("*.json"))
+        assert sorted(r["data-match"] for r in rows) == records and len(records) == 18
+        links = {a["href"] for a in dom.inside("matches", "a")}
+        assert links == {f"matches/{m}.html" for m in records}
+        for match_id in records[:2] + records[-1:]:  # a few: each browser start costs seconds
+            viewer = Dom(dump_dom((page.parent / "matches" / f"{match_id}.html").as_uri() + "#step=0&seat=all"))
+            record = json.loads((tmp_path / "out" / "records" / f"{match_id}.json").read_text(encoding="utf-8"))
+            assert match_id in viewer.all_text("title") and f"seed {record['seed']}" in viewer.all_text("summary")
+            for seat, entry in enumerate(record["seats"]):
+                assert entry["bot"] in viewer.all_text(f"seat-{seat}")
+            assert len([a for a in viewer.inside("seat-0", "span") if a.get("data-card")]) == 5
+        pairs = {r["data-pair"]: r for r in _rows(dom, "pairs")}
+        assert len(pairs) == 3
+        assert {r["data-games"] for r in pairs.values()} == {"6"}  # 3 sets x 2 rotations, one game per match
+        again = subprocess.run(
+            [*GAIGEL, "arena", "report", str(tmp_path / "out"), "--html", str(page), "--bootstrap", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert again.returncode == 0 and "0 new match page(s)" in again.stdout  # existing pages are kept
+
+    def test_faults_per_bot_from_a_grpc_arena(self, tmp_path: Path) -> None:
+        """A chaos bot's faults (from the kept records) are counted per bot and per match, by reason code."""
+        out = tmp_path / "out"
+        run = subprocess.run(
+            [*GAIGEL, "arena", "run", str(_chaos_config(tmp_path)), "--out", str(out), "--quiet", "--bootstrap", "0"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        faults: dict[str, list[str]] = {}
+        for record_path in (out / "records").glob("*.json"):
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+            faults[record["match_id"]] = [f["reason"] for f in record["faults"]]
+        assert sum(map(len, faults.values())) >= 2, faults
+        page = tmp_path / "report.html"
+        done = subprocess.run(
+            [*GAIGEL, "arena", "report", str(out), "--html", str(page), "--bootstrap", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        dom = Dom(_dump_dom(page))
+        per_bot = {r["data-bot"]: r for r in _rows(dom, "faults-per-bot")}
+        assert set(per_bot) == {"chaos", "first"}
+        text = " ".join(dom.text.get("faults-per-bot", []))
+        for reason in {r for reasons in faults.values() for r in reasons}:
+            assert reason in text
+        cells = [
+            (ids, attrs)
+            for tag, attrs, ids in dom.elements
+            if tag == "td" and "faults-per-bot" in ids and attrs.get("class") == "faulty"
+        ]
+        assert len(cells) == 1  # only the chaos bot has faults
+        matches = {attrs["data-match"]: attrs for attrs in _rows(dom, "matches")}
+        assert set(matches) == set(faults) and all(row["data-status"] == "done" for row in matches.values())
+        total = sum(map(len, faults.values()))
+        assert f"chaos {total} " in " ".join(" ".join(dom.text.get("faults-per-bot", [])).split()) + " "
+
+
+def test_unwritable_html_is_one_line(tmp_path: Path) -> None:
+    """--html where nothing can be written: one line, exit 2."""
+    run_arena(parse_config(CONFIG), tmp_path / "out", executor="inline", bootstrap_samples=0)
+    done = subprocess.run(
+        [*GAIGEL, "arena", "report", str(tmp_path / "out"), "--html", "/proc/no-such/report.html"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot write" in done.stderr, done.stderr
+
+
+def test_without_records_nothing_is_linked(tmp_path: Path) -> None:
+    """keep_records = false: the matches are listed, without links, faults unknown and said so."""
+    arena = {"name": "no records", "seed": 7, "sets_per_pairing": 3, "keep_records": False}
+    config = parse_config({**CONFIG, "arena": arena})
+    run_arena(config, tmp_path / "out", executor="inline", bootstrap_samples=0)
+    page = tmp_path / "report.html"
+    assert write_html_report(load_report(tmp_path / "out", samples=0, details=True), page) == 0
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<tr data-match=") == 18 and 'href="matches/' not in text
+    assert "No match record was read" in text and not (tmp_path / "matches").exists()
+
+
+class _GatedExecutor(InlineExecutor):
+    """Plays inline but holds the run before the match number *hold_at* until released."""
+
+    def __init__(self, hold_at: int) -> None:
+        self.hold_at = hold_at
+        self.submitted = 0
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
+        if self.submitted == self.hold_at:
+            self.holding.set()
+            assert self.release.wait(60)
+        self.submitted += 1
+        return super().submit(job)
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return str(response.read().decode("utf-8"))
+
+
+class TestLiveReport:
+    """The live report serves the journal while the arena runs and refreshes as matches finish."""
+
+    def test_live_page_follows_the_run(self, tmp_path: Path) -> None:
+        """Before the journal: a waiting page; held after 4 matches: 4 done and linked; at the end: all 18."""
+        config: ArenaConfig = parse_config(CONFIG)
+        out = tmp_path / "out"
+        server = serve_live_report(out, "127.0.0.1", 0)
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        try:
+            assert "starting" in _get(base)
+            gated = _GatedExecutor(hold_at=4)
+            runner = threading.Thread(
+                target=run_arena,
+                args=(config, out),
+                kwargs={"executor_factory": lambda c, w: gated, "bootstrap_samples": 0},
+            )
+            runner.start()
+            assert gated.holding.wait(60)
+            held_page = _get(base)
+            held = Dom(held_page)
+            assert "4 of 18 matches done" in held_page
+            assert any(tag == "meta" and attrs.get("http-equiv") == "refresh" for tag, attrs, _ in held.elements)
+            links = [a["href"] for a in held.inside("matches", "a")]
+            assert len(links) == 4
+            viewer = _get(base + links[0])
+            assert 'id="match-data"' in viewer and links[0].split("/")[-1][: -len(".html")] in viewer
+            gated.release.set()
+            runner.join(120)
+            assert not runner.is_alive()
+            final = _get(base)
+            assert "18 of 18 matches done" in final and final.count('href="matches/') == 18
+            with pytest.raises(urllib.error.HTTPError) as missing:
+                _get(base + "matches/no-such-match.html")
+            assert missing.value.code == 404
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    def test_web_port_in_use_is_one_line(self, tmp_path: Path) -> None:
+        """``--web-port`` on a taken port: one line, exit 2, nothing played."""
+        server = serve_live_report(tmp_path / "other", "127.0.0.1", 0)
+        try:
+            config = tmp_path / "a.toml"
+            config.write_text(
+                '[arena]\nseed = 1\nexecutor = "inline"\n[game]\nplayers = 2\nhands = 1\n'
+                '[[bots]]\nname = "a"\nhouse = "first"\n[[bots]]\nname = "b"\nhouse = "random"\n',
+                encoding="utf-8",
+            )
+            port = str(server.server_address[1])
+            done = subprocess.run(
+                [*GAIGEL, "arena", "run", str(config), "--out", str(tmp_path / "out"), "--web-port", port, "--quiet"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+            assert "cannot serve the live report" in done.stderr
+            assert not (tmp_path / "out" / "arena.sqlite").exists()
+        finally:
+            server.shutdown()
+            server.server_close()
