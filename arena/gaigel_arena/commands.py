@@ -111,6 +111,8 @@ def _interrupted_message(out: Path, db: str | None) -> str:
         f"gaigel arena run: interrupted; finished matches are kept in {journal}: "
         "run the same command again to resume (unfinished matches are replayed from their seed)"
     )
+
+
 def _start_web(args: argparse.Namespace, out: Path) -> Any:
     """The live report server of ``--web-port``, or None."""
     if args.web_port is None:
