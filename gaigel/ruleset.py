@@ -23,14 +23,6 @@ class Opening(enum.IntEnum):
     TRUMPF_HOEHER = 4
 
 
-OPENING_NAMES = {
-    Opening.ANDERE_ALTE: "Andere Alte",
-    Opening.GE_ELFEN: "Ge-Elfen",
-    Opening.HOEHER_HAT: "Hoeher hat",
-    Opening.AUF_DISSLE: "Auf Dissle",
-    Opening.TRUMPF_HOEHER: "Trumpf hoeher",
-}
-
 _CHOICES: dict[str, tuple[str, ...]] = {
     "six_player_teams": ("2x3", "3x2"),
     "deal_packets": ("3-T-2", "5-T"),
