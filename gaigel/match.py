@@ -3,9 +3,9 @@
 :class:`MatchSpec` fixes everything a match needs to be reproduced; :func:`hand_setup` says
 which deal, dealer and forehand hand *k* uses; :class:`MatchScore` adds up hand outcomes.
 :class:`MatchDriver` steps a whole match on these (hands, decisions, score, record, early
-end) without I/O or a clock: every runner uses it, the in-process :func:`play_match`, ``gaigel
-selfplay``, check-bot's scripted match and the server's tables, each with its own clock and
-transport around it.
+end) without I/O or a clock, so that every runner shares one loop: the in-process
+:func:`play_match`, ``gaigel selfplay`` and check-bot's scripted match use it, each with its
+own clock and transport around it, and it is shaped for the server's async tables too.
 """
 
 from __future__ import annotations
@@ -291,6 +291,11 @@ class MatchDriver:
         self._events = events
         self._in_hand = False
         self._request: DecisionRequest | None = None
+
+    @property
+    def hand_open(self) -> bool:
+        """True from a :class:`HandStarted` until its :class:`HandEnded` (or the end of the match)."""
+        return self._in_hand
 
     def next(self) -> Step:
         """What is due now (see the class docstring)."""
