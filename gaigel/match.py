@@ -244,6 +244,8 @@ class MatchOver:
     """The index of the hand that was open when the match ended early (recorded as aborted)."""
 
 
+_TERMINAL = Phase.TERMINAL
+
 Step: TypeAlias = HandStarted | DecisionRequest | HandEnded | MatchOver
 """What :meth:`MatchDriver.next` returns."""
 
@@ -266,7 +268,19 @@ class MatchDriver:
     and after a :class:`HandStarted`, before the next hand starts.
     """
 
-    __slots__ = ("_events", "_in_hand", "_request", "hand_index", "over", "score", "spec", "state", "step", "writer")
+    __slots__ = (
+        "_events",
+        "_in_hand",
+        "_request",
+        "_rules",
+        "hand_index",
+        "over",
+        "score",
+        "spec",
+        "state",
+        "step",
+        "writer",
+    )
 
     def __init__(
         self,
@@ -278,6 +292,7 @@ class MatchDriver:
         events: bool = False,
     ) -> None:
         self.spec = spec
+        self._rules = spec.ruleset
         self.score = MatchScore(spec)
         self.writer = RecordWriter(spec, list(versions) if versions else None, match_id) if record else None
         """The record being written (None without *record*); a runner may add top-level fields to ``writer.data``."""
@@ -305,14 +320,14 @@ class MatchDriver:
         if self._in_hand:
             state = self.state
             assert state is not None
-            if state.phase != Phase.TERMINAL:
+            if state.phase != _TERMINAL:
                 seat = state.to_act
                 request = DecisionRequest(
                     seat,
                     self.hand_index,
                     tuple(state.legal_actions()),
                     functools.partial(state.observation, seat),
-                    self.spec.ruleset,
+                    self._rules,
                 )
                 self._request = request
                 return request
