@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gaigel import actions as A
-from gaigel.events import Event
+from gaigel.cards import RANK_OF, Rank
+from gaigel.events import Event, FiveSevens, HandTerminated
 from gaigel.match import (
     Bot,
     DecisionRequest,
@@ -28,7 +29,7 @@ from gaigel.match import (
 from gaigel.record import RecordWriter
 from gaigel.replay import replay
 from gaigel.ruleset import Ruleset, preset
-from gaigel.state import GaigelState, IllegalActionError
+from gaigel.state import GaigelState, IllegalActionError, Termination
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +195,25 @@ class TestDecisions:
         assert isinstance(request, DecisionRequest)
         driver.decide(request.legal_actions[0])
         assert driver.take_events() == []
+
+
+def test_a_hand_decided_at_the_deal() -> None:
+    """Five Sevens dealt: the hand ends with no decision, and its deal-time events are there to take."""
+    spec = MatchSpec(ruleset=preset("default", 6), seed=34, hands=1, bots=("a",) * 6)
+    driver = MatchDriver(spec, events=True)
+    started = driver.next()
+    assert isinstance(started, HandStarted)
+    holder = (started.forehand + 2) % 6  # seed 34, hand 0: the third hand from the forehand holds five Sevens
+    assert sum(RANK_OF[c] == Rank.SEVEN for c in started.deal.hands[2]) == 5
+    sevens, ended = driver.take_events()
+    assert isinstance(sevens, FiveSevens) and sevens.seat == holder and len(sevens.sevens) == 5
+    assert ended == HandTerminated(Termination.FIVE_SEVENS)
+    step = driver.next()
+    assert isinstance(step, HandEnded) and step.outcome.termination is Termination.FIVE_SEVENS
+    over = driver.next()
+    assert isinstance(over, MatchOver) and over.record is not None
+    assert over.record["hands"][0]["actions"] == []
+    assert over.record["hands"][0]["result"]["termination"] == "five_sevens"
 
 
 class TestEarlyEnd:
