@@ -160,10 +160,11 @@ class MatchScore:
 
 
 class DecisionRequest:
-    """What an in-process bot gets: the legal actions and its seat's observation, nothing more.
+    """A decision that is due: the legal actions and the deciding seat's observation, nothing more.
 
-    The observation is built on first access, so bots that ignore it (``random``,
-    ``first``) cost nothing extra in self-play.
+    :meth:`MatchDriver.next` returns it and an in-process bot gets it as it is. The
+    observation is built on first access, so bots that ignore it (``random``, ``first``)
+    cost nothing extra in self-play.
     """
 
     __slots__ = ("_obs", "_observe", "hand_index", "legal_actions", "ruleset", "seat")
