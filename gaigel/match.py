@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, TypeAlias
 
 from gaigel.actions import action_label
@@ -271,7 +271,7 @@ class MatchDriver:
 
     __slots__ = (
         "_events",
-        "_in_hand",
+        "_open",
         "_request",
         "_rules",
         "hand_index",
@@ -305,29 +305,28 @@ class MatchDriver:
         """Actions applied in the current hand."""
         self.over: MatchOver | None = None
         self._events = events
-        self._in_hand = False
+        self._open: GaigelState | None = None  # the state of the hand in play, None between hands
         self._request: DecisionRequest | None = None
 
     @property
     def hand_open(self) -> bool:
         """True from a :class:`HandStarted` until its :class:`HandEnded` (or the end of the match)."""
-        return self._in_hand
+        return self._open is not None
 
     def next(self) -> Step:
         """What is due now (see the class docstring)."""
         request = self._request
         if request is not None:
             return request
-        if self._in_hand:
-            state = self.state
-            assert state is not None
+        state = self._open
+        if state is not None:
             if state.phase != _TERMINAL:
                 seat = state.to_act
                 request = DecisionRequest(
                     seat,
                     self.hand_index,
                     tuple(state.legal_actions()),
-                    functools.partial(state.observation, seat),
+                    partial(state.observation, seat),
                     self._rules,
                 )
                 self._request = request
@@ -348,19 +347,24 @@ class MatchDriver:
         request = self._request
         if request is None:
             raise RuntimeError("no decision is open: ask next() first")
-        if type(action) is not int:
-            if isinstance(action, bool) or not isinstance(action, int):
-                raise IllegalActionError(-1, f"an action must be an integer id, got {action!r}")
-            action = int(action)  # an int subclass: store the plain id
+        if type(action) is not int or action not in request.legal_actions:
+            action = self._checked(request, action)
         state = self.state
         assert state is not None
-        if action not in request.legal_actions:
-            raise IllegalActionError(action, state.why_illegal(action))
         state.apply(action)
         self._request = None
         self.step += 1
         if self.writer is not None:
             self.writer.action(request.seat, action, seconds, state.state_hash(), tuple(flags))
+
+    def _checked(self, request: DecisionRequest, action: object) -> int:
+        """The plain id of a legal *action* that is an int subclass; raises for anything else (off the hot path)."""
+        if isinstance(action, bool) or not isinstance(action, int):
+            raise IllegalActionError(-1, f"an action must be an integer id, got {action!r}")
+        if int(action) not in request.legal_actions:
+            assert self.state is not None
+            raise IllegalActionError(int(action), self.state.why_illegal(int(action)))
+        return int(action)
 
     def take_events(self) -> list[Event]:
         """The engine events of the current hand since the last call (always empty without ``events=True``)."""
@@ -390,8 +394,8 @@ class MatchDriver:
         num_sides = self.spec.ruleset.num_sides
         if any(not 0 <= x < num_sides for x in sides):
             raise ValueError(f"forfeit sides must be sides 0..{num_sides - 1}, got {list(sides)}")
-        if self._in_hand and self.state is not None and self.state.phase == Phase.TERMINAL:
-            self._end_hand(self.state)
+        if self._open is not None and self._open.phase == _TERMINAL:
+            self._end_hand(self._open)
         return self._finish(termination, sides)
 
     def fault(self, seat: int, reason: str, message: str) -> None:
@@ -403,7 +407,7 @@ class MatchDriver:
             raise RuntimeError("the match is over: its record is closed")
         if self.writer is not None:
             hand = self.hand_index if self.hand_index >= 0 else None
-            self.writer.fault(seat, reason, message, hand, self.step if self._in_hand else None)
+            self.writer.fault(seat, reason, message, hand, self.step if self._open is not None else None)
 
     def _start_hand(self) -> HandStarted:
         k = self.hand_index + 1
@@ -411,7 +415,7 @@ class MatchDriver:
         # record_events at construction: a hand can end at the deal (five Sevens) and those events count too.
         state = GaigelState(self.spec.ruleset, d, forehand, record_events=self._events)
         self.state, self.hand_index, self.step = state, k, 0
-        self._in_hand = True
+        self._open = state
         if self.writer is not None:
             self.writer.begin_hand(k, dealer, forehand, d)
         return HandStarted(k, dealer, forehand, d, state)
@@ -419,7 +423,7 @@ class MatchDriver:
     def _end_hand(self, state: GaigelState) -> HandEnded:
         outcome = state.outcome()
         assert outcome is not None
-        self._in_hand = False
+        self._open = None
         self.score.add(outcome)
         if self.writer is not None:
             self.writer.end_hand(outcome)
@@ -427,9 +431,9 @@ class MatchDriver:
 
     def _finish(self, termination: MatchTermination, forfeit_sides: tuple[int, ...]) -> MatchOver:
         aborted = None
-        if self._in_hand:
+        if self._open is not None:
             aborted = self.hand_index
-            self._in_hand = False
+            self._open = None
             self._request = None
             if self.writer is not None:
                 self.writer.end_hand(None, aborted=True)
