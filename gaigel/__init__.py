@@ -1,4 +1,19 @@
-"""Gaigel: the Swabian card game as a pure rules engine (no I/O, no clock, no randomness).
+"""Gaigel: the Swabian card game as a rules engine, with the match driver, house bots and CLI built on it.
+
+Pure (no I/O, no clock, no randomness of its own; the same inputs give the same results):
+the rules and everything under them, :mod:`~gaigel.cards`, :mod:`~gaigel.deal` (seeded
+deals), :mod:`~gaigel.ruleset`, :mod:`~gaigel.actions`, :mod:`~gaigel.phase`,
+:mod:`~gaigel.events`, :mod:`~gaigel.state`, :mod:`~gaigel.observation`,
+:mod:`~gaigel.explain`, :mod:`~gaigel.determinize` (draws from the ``random.Random`` it is
+given) and :mod:`~gaigel.replay`; in :mod:`~gaigel.match` the spec, score, hand setup and
+:class:`~gaigel.match.MatchDriver`; in :mod:`~gaigel.record` the
+:class:`~gaigel.record.RecordWriter` and record validation.
+
+Not pure, at the edges: :func:`gaigel.match.play_match` times each in-process decision
+with the clock, :func:`gaigel.record.dump_record` and :func:`~gaigel.record.load_record`
+write and read files, the search bot of :mod:`gaigel.bots` stops at a wall-clock budget,
+and :mod:`gaigel.cli` is the command line (arguments, printing, the clock for
+``selfplay``). The whole package is stdlib only: no grpc, no asyncio, no sockets.
 
 Start with :func:`gaigel.deal.deal` and :class:`gaigel.state.GaigelState`; the server,
 the arena and Python bots all build on these.

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TypeAlias
 
 from gaigel.cards import CODE_OF, SUIT_LETTERS, parse_card
-from gaigel.ruleset import OPENING_NAMES, Opening
+from gaigel.ruleset import Opening
 
 ActionId: TypeAlias = int
 
@@ -78,14 +78,6 @@ def action_label(action: ActionId) -> str:
     if named is None:
         raise ValueError(f"action id {action} is outside the action space 0..{NUM_ACTIONS - 1}")
     return named
-
-
-def action_description(action: ActionId) -> str:
-    """A longer English description of *action*, for humans reading logs."""
-    label = action_label(action)
-    if OPENING_BASE <= action < OPENING_BASE + 5:
-        return f"declare the opening {OPENING_NAMES[Opening(action - OPENING_BASE)]}"
-    return label
 
 
 _NAMED = {

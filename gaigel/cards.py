@@ -9,7 +9,7 @@ on the copy bit; it exists for bookkeeping only.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import TypeAlias
 
 CardId: TypeAlias = int
@@ -43,7 +43,6 @@ SUIT_LETTERS = "EBHS"
 RANK_LETTERS = "ATKOU7"
 COPY_LETTERS = "ab"
 SUIT_NAMES = ("Eichel", "Blatt", "Herz", "Schellen")
-RANK_NAMES = ("Ace", "Ten", "King", "Ober", "Unter", "Seven")
 RANK_POINTS = (11, 10, 4, 3, 2, 0)
 
 ALL_CARDS: CardMask = (1 << 48) - 1
@@ -98,11 +97,6 @@ def parse_card(code: str) -> CardId:
         raise ValueError(f"not a card code: {code!r} (expected suit E/B/H/S, rank A/T/K/O/U/7, copy a/b)") from None
 
 
-def face_name(c: CardId) -> str:
-    """A readable name without the copy letter, for example ``"Herz King"``."""
-    return f"{SUIT_NAMES[c // 12]} {RANK_NAMES[(c % 12) // 2]}"
-
-
 def mask_of(cards: Iterable[CardId]) -> CardMask:
     """The bit mask of *cards*."""
     m = 0
@@ -119,14 +113,6 @@ def cards_of(mask: CardMask) -> list[CardId]:
         if chunk:
             out.extend(SUIT_CARDS[s][chunk])
     return out
-
-
-def iter_cards(mask: CardMask) -> Iterator[CardId]:
-    """Iterates the cards of *mask* in ascending id order."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 def _suit_table(suit: int) -> tuple[tuple[CardId, ...], ...]:

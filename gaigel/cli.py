@@ -6,7 +6,6 @@ Every command has ``--help``; bad input gets a one-line error and exit code 2.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 import time
@@ -170,30 +169,32 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def cmd_selfplay(args: argparse.Namespace) -> int:
     """gaigel selfplay."""
-    from gaigel.bots import make_bot
-    from gaigel.match import DecisionRequest, MatchSpec
-    from gaigel.state import GaigelState
+    import dataclasses
 
-    rules = ruleset_from_args(args)
+    from gaigel.bots import make_bot
+    from gaigel.match import DecisionRequest, HandEnded, MatchDriver, MatchSpec
+
+    # Independent hands: the match format's extra hands (putzen) and deal rotation (duplicate) do not apply.
+    rules = dataclasses.replace(ruleset_from_args(args), match_format="fixed_hands")
     n = rules.players
     spec = MatchSpec(ruleset=rules, seed=args.seed, hands=args.games, bots=tuple([args.bot] * n))
     bots = [make_bot(args.bot) for _ in range(n)]
     for seat, bot in enumerate(bots):
         bot.start_match(spec, seat)
+    driver = MatchDriver(spec, record=False)
     decisions = 0
     terminations: dict[str, int] = {}
     started = time.perf_counter()
-    for k in range(args.games):
-        state = GaigelState(rules, deal(args.seed, k, n, rules.deal_packets), forehand=k % n)
-        while not state.is_terminal():
-            seat = state.to_act
-            observe = functools.partial(state.observation, seat)
-            request = DecisionRequest(seat, k, tuple(state.legal_actions()), observe, rules)
-            state.apply(bots[seat].decide(request))
+    while True:
+        step = driver.next()
+        if type(step) is DecisionRequest:
+            driver.decide(bots[step.seat].decide(step))
             decisions += 1
-        outcome = state.outcome()
-        assert outcome is not None
-        terminations[outcome.termination.value] = terminations.get(outcome.termination.value, 0) + 1
+        elif type(step) is HandEnded:
+            term = step.outcome.termination.value
+            terminations[term] = terminations.get(term, 0) + 1
+        elif driver.over is not None:
+            break
     seconds = time.perf_counter() - started
     out = {
         "players": n,

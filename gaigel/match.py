@@ -1,26 +1,30 @@
 """Matches: a fixed series of hands with the deal rotating, scored in dashes (RULES.md §11).
 
-:class:`MatchSpec` fixes everything a match needs to be reproduced; :class:`MatchScore`
-adds up hand outcomes; :func:`hand_setup` says which deal and forehand hand *k* uses. The
-in-process runner :func:`play_match` drives bots that live in this process; the server
-and the arena reuse the same pieces with their own clocks and transports.
+:class:`MatchSpec` fixes everything a match needs to be reproduced; :func:`hand_setup` says
+which deal, dealer and forehand hand *k* uses; :class:`MatchScore` adds up hand outcomes.
+:class:`MatchDriver` steps a whole match on these (hands, decisions, score, record, early
+end) without I/O or a clock, so that every runner shares one loop: the in-process
+:func:`play_match`, ``gaigel selfplay`` and check-bot's scripted match use it, each with its
+own clock and transport around it, and it is shaped for the server's async tables too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeAlias
 
 from gaigel.actions import action_label
 from gaigel.deal import Deal, check_seed, deal
+from gaigel.events import Event
 from gaigel.observation import Observation
+from gaigel.phase import Phase
 from gaigel.record import RecordError, RecordWriter
 from gaigel.ruleset import Ruleset
-from gaigel.state import GaigelState, HandOutcome
+from gaigel.state import GaigelState, HandOutcome, IllegalActionError
 
 
 class MatchTermination(enum.Enum):
@@ -160,10 +164,11 @@ class MatchScore:
 
 
 class DecisionRequest:
-    """What an in-process bot gets: the legal actions and its seat's observation, nothing more.
+    """A decision that is due: the legal actions and the deciding seat's observation, nothing more.
 
-    The observation is built on first access, so bots that ignore it (``random``,
-    ``first``) cost nothing extra in self-play.
+    :meth:`MatchDriver.next` returns it and an in-process bot gets it as it is. The
+    observation is built on first access, so bots that ignore it (``random``, ``first``)
+    cost nothing extra in self-play.
     """
 
     __slots__ = ("_obs", "_observe", "hand_index", "legal_actions", "ruleset", "seat")
@@ -209,13 +214,250 @@ class Bot:
         raise NotImplementedError
 
 
+# --- the driver ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HandStarted:
+    """A new hand is dealt: *state* is its fresh state (read it, never apply to it)."""
+
+    hand_index: int
+    dealer: int
+    forehand: int
+    deal: Deal
+    state: GaigelState
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HandEnded:
+    """A hand is over and counted in the score; *state* is its terminal state."""
+
+    hand_index: int
+    outcome: HandOutcome
+    state: GaigelState
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MatchOver:
+    """The match has ended: why, the final score and the record (None when not recording)."""
+
+    termination: MatchTermination
+    score: MatchScore
+    record: dict[str, Any] | None
+    forfeit_sides: tuple[int, ...] = ()
+    aborted_hand: int | None = None
+    """The index of the hand that was open when the match ended early (recorded as aborted)."""
+
+
+_TERMINAL = Phase.TERMINAL
+
+Step: TypeAlias = HandStarted | DecisionRequest | HandEnded | MatchOver
+"""What :meth:`MatchDriver.next` returns."""
+
+
+class MatchDriver:
+    """Steps one match: deals every hand, applies the decisions, keeps score and writes the record.
+
+    Sans-I/O: no clock, no bots, no asyncio. The runner asks :meth:`next` what is due and
+    gets a :data:`Step`:
+
+    * :class:`HandStarted`: a hand is dealt (its deal-time events are in :meth:`take_events`);
+    * :class:`DecisionRequest`: a seat must decide; answer with :meth:`decide` (asking
+      :meth:`next` again before that returns the same request);
+    * :class:`HandEnded`: a hand is over and scored;
+    * :class:`MatchOver`: the match has ended (every later :meth:`next` returns it again).
+
+    :meth:`end` stops the match early (forfeit, abort, cancel); an open hand is recorded as
+    aborted. With ``events=True`` every state records the engine's typed events
+    (:mod:`gaigel.events`); take them with :meth:`take_events` after each :meth:`decide`
+    and after a :class:`HandStarted`, before the next hand starts.
+    """
+
+    __slots__ = (
+        "_events",
+        "_open",
+        "_request",
+        "_rules",
+        "hand_index",
+        "over",
+        "score",
+        "spec",
+        "state",
+        "step",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        spec: MatchSpec,
+        *,
+        record: bool = True,
+        versions: Sequence[str] | None = None,
+        match_id: str = "",
+        events: bool = False,
+    ) -> None:
+        self.spec = spec
+        self._rules = spec.ruleset
+        self.score = MatchScore(spec)
+        self.writer = RecordWriter(spec, list(versions) if versions else None, match_id) if record else None
+        """The record being written (None without *record*); a runner may add top-level fields to ``writer.data``."""
+        self.state: GaigelState | None = None
+        """The state of the current (or last) hand."""
+        self.hand_index = -1
+        """The current (or last) hand, -1 before the first."""
+        self.step = 0
+        """Actions applied in the current hand."""
+        self.over: MatchOver | None = None
+        self._events = events
+        self._open: GaigelState | None = None  # the state of the hand in play, None between hands
+        self._request: DecisionRequest | None = None
+
+    @property
+    def hand_open(self) -> bool:
+        """True from a :class:`HandStarted` until its :class:`HandEnded` (or the end of the match)."""
+        return self._open is not None
+
+    def next(self) -> Step:
+        """What is due now (see the class docstring)."""
+        request = self._request
+        if request is not None:
+            return request
+        state = self._open
+        if state is not None:
+            if state.phase != _TERMINAL:
+                seat = state.to_act
+                request = DecisionRequest(
+                    seat,
+                    self.hand_index,
+                    tuple(state.legal_actions()),
+                    partial(state.observation, seat),
+                    self._rules,
+                )
+                self._request = request
+                return request
+            return self._end_hand(state)
+        if self.over is not None:
+            return self.over
+        if self.score.finished():
+            return self._finish(MatchTermination.COMPLETED, ())
+        return self._start_hand()
+
+    def decide(self, action: int, seconds: float = 0.0, flags: Sequence[str] = ()) -> None:
+        """Applies *action* to the open decision; *seconds* and *flags* (reason codes) go to the record.
+
+        :raises IllegalActionError: for an action that is not legal (the decision stays open).
+        :raises RuntimeError: when no decision is open.
+        """
+        request = self._request
+        if request is None:
+            raise RuntimeError("no decision is open: ask next() first")
+        if type(action) is not int or action not in request.legal_actions:
+            action = self._checked(request, action)
+        state = self.state
+        assert state is not None
+        state.apply(action)
+        self._request = None
+        self.step += 1
+        if self.writer is not None:
+            self.writer.action(request.seat, action, seconds, state.state_hash(), tuple(flags))
+
+    def _checked(self, request: DecisionRequest, action: object) -> int:
+        """The plain id of a legal *action* that is an int subclass; raises for anything else (off the hot path)."""
+        if isinstance(action, bool) or not isinstance(action, int):
+            raise IllegalActionError(-1, f"an action must be an integer id, got {action!r}")
+        if int(action) not in request.legal_actions:
+            assert self.state is not None
+            raise IllegalActionError(int(action), self.state.why_illegal(int(action)))
+        return int(action)
+
+    def take_events(self) -> list[Event]:
+        """The engine events of the current hand since the last call (always empty without ``events=True``)."""
+        state = self.state
+        if state is None or not state.events:
+            return []
+        events = state.events
+        state.events = []
+        return events
+
+    def end(self, termination: MatchTermination, forfeit_sides: Sequence[int] = ()) -> MatchOver:
+        """Ends the match early: a FORFEIT (naming the sides that forfeit), ABORTED or CANCELLED.
+
+        A hand whose last action was already applied still counts; a hand in play is recorded
+        as aborted. Ending a match that is already over returns its :class:`MatchOver` unchanged.
+
+        :raises ValueError: for COMPLETED (that is reached through :meth:`next`), or forfeit
+            sides that are missing, not sides of the ruleset, or given without a forfeit.
+        """
+        if self.over is not None:
+            return self.over
+        if termination is MatchTermination.COMPLETED:
+            raise ValueError("a match is completed by playing its hands, not by end()")
+        sides = tuple(forfeit_sides)
+        if (termination is MatchTermination.FORFEIT) != bool(sides):
+            raise ValueError("a forfeit names the sides that forfeit, and only a forfeit does")
+        num_sides = self.spec.ruleset.num_sides
+        if any(not 0 <= x < num_sides for x in sides):
+            raise ValueError(f"forfeit sides must be sides 0..{num_sides - 1}, got {list(sides)}")
+        if self._open is not None and self._open.phase == _TERMINAL:
+            self._end_hand(self._open)
+        return self._finish(termination, sides)
+
+    def fault(self, seat: int, reason: str, message: str) -> None:
+        """Notes a fault of *seat* in the record, at the current hand and step (see :meth:`RecordWriter.fault`).
+
+        :raises RuntimeError: once the match is over (its record is closed).
+        """
+        if self.over is not None:
+            raise RuntimeError("the match is over: its record is closed")
+        if self.writer is not None:
+            hand = self.hand_index if self.hand_index >= 0 else None
+            self.writer.fault(seat, reason, message, hand, self.step if self._open is not None else None)
+
+    def _start_hand(self) -> HandStarted:
+        k = self.hand_index + 1
+        d, dealer, forehand = hand_setup(self.spec, k)
+        # record_events at construction: a hand can end at the deal (five Sevens) and those events count too.
+        state = GaigelState(self.spec.ruleset, d, forehand, record_events=self._events)
+        self.state, self.hand_index, self.step = state, k, 0
+        self._open = state
+        if self.writer is not None:
+            self.writer.begin_hand(k, dealer, forehand, d)
+        return HandStarted(k, dealer, forehand, d, state)
+
+    def _end_hand(self, state: GaigelState) -> HandEnded:
+        outcome = state.outcome()
+        assert outcome is not None
+        self._open = None
+        self.score.add(outcome)
+        if self.writer is not None:
+            self.writer.end_hand(outcome)
+        return HandEnded(self.hand_index, outcome, state)
+
+    def _finish(self, termination: MatchTermination, forfeit_sides: tuple[int, ...]) -> MatchOver:
+        aborted = None
+        if self._open is not None:
+            aborted = self.hand_index
+            self._open = None
+            self._request = None
+            if self.writer is not None:
+                self.writer.end_hand(None, aborted=True)
+        record = None
+        if self.writer is not None:
+            record = self.writer.finish(self.score, termination.value, list(forfeit_sides) or None)
+        self.over = MatchOver(termination, self.score, record, forfeit_sides, aborted)
+        return self.over
+
+
+# --- in-process matches ----------------------------------------------------------------------
+
+
 def play_match(
     spec: MatchSpec,
     bots: Sequence[Bot],
     on_hand: Callable[[int, HandOutcome], None] | None = None,
     record: bool = True,
 ) -> tuple[MatchScore, dict[str, Any] | None]:
-    """Plays *spec* with in-process *bots* (one per seat).
+    """Plays *spec* with in-process *bots* (one per seat), timing each decision.
 
     Returns the score and, when *record* is true, the match record (see :mod:`gaigel.record`).
 
@@ -225,31 +467,16 @@ def play_match(
         raise ValueError(f"{spec.players} seats need {spec.players} bots, got {len(bots)}")
     for seat, bot in enumerate(bots):
         bot.start_match(spec, seat)
-    writer = RecordWriter(spec, versions=[getattr(b, "version", "1") for b in bots]) if record else None
-    score = MatchScore(spec)
-    k = 0
-    while not score.finished():
-        d, dealer, forehand = hand_setup(spec, k)
-        state = GaigelState(spec.ruleset, d, forehand)
-        if writer:
-            writer.begin_hand(k, dealer, forehand, d)
-        while not state.is_terminal():
-            seat = state.to_act
-            legal = tuple(state.legal_actions())
-            request = DecisionRequest(seat, k, legal, functools.partial(state.observation, seat), spec.ruleset)
-            started = time.perf_counter()
-            action = bots[seat].decide(request)
-            used = time.perf_counter() - started
-            state.apply_checked(action)
-            if writer:
-                writer.action(seat, action, used, state.state_hash())
-        outcome = state.outcome()
-        assert outcome is not None
-        score.add(outcome)
-        if writer:
-            writer.end_hand(outcome)
-        if on_hand:
-            on_hand(k, outcome)
-        k += 1
-    result = writer.finish(score, MatchTermination.COMPLETED.value) if writer else None
-    return score, result
+    driver = MatchDriver(spec, record=record, versions=[getattr(b, "version", "1") for b in bots])
+    clock = time.perf_counter
+    while True:
+        step = driver.next()
+        if type(step) is DecisionRequest:
+            started = clock()
+            action = bots[step.seat].decide(step)
+            driver.decide(action, clock() - started)
+        elif type(step) is HandEnded:
+            if on_hand:
+                on_hand(step.hand_index, step.outcome)
+        elif type(step) is MatchOver:
+            return step.score, step.record

@@ -33,6 +33,23 @@ from gaigel.cards import (
     cards_of,
 )
 from gaigel.deal import Deal
+from gaigel.events import (
+    AusCalled,
+    AusPassed,
+    CardDrawn,
+    CardPlayed,
+    Event,
+    FiveSevens,
+    HandTerminated,
+    Melded,
+    MeldGiven,
+    MeldPassed,
+    OpeningDeclared,
+    Robbed,
+    RobReserved,
+    SevenShown,
+    TrickTaken,
+)
 from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset
 
@@ -334,7 +351,7 @@ class GaigelState:
         self.window: list[int] = []
         self.window_over: tuple[int, ...] = ()
         self.last_winner = -1
-        self.events: list[tuple[object, ...]] | None = [] if record_events else None
+        self.events: list[Event] | None = [] if record_events else None
         self._set_switches()
         self._start()
 
@@ -360,7 +377,8 @@ class GaigelState:
         if rules.five_sevens_dealt_wins:
             for seat in range(self.n):
                 if (self.hands[seat] & _SEVENS).bit_count() == 5:
-                    self._event("five_sevens", seat, tuple(cards_of(self.hands[seat] & _SEVENS)))
+                    if self.events is not None:
+                        self.events.append(FiveSevens(seat, tuple(cards_of(self.hands[seat] & _SEVENS))))
                     self._finish(Termination.FIVE_SEVENS, [self.side_of[seat]])
                     return
         if rules.opening_special_first_trick:
@@ -613,8 +631,8 @@ class GaigelState:
         new.window_over = self.window_over
         return new
 
-    def enable_events(self) -> list[tuple[object, ...]]:
-        """Starts recording events (the server turns them into protocol messages).
+    def enable_events(self) -> list[Event]:
+        """Starts recording the typed events of :mod:`gaigel.events` (the server turns them into protocol messages).
 
         Pass ``record_events=True`` to the constructor to also get the events of a hand
         that ends at the deal (five Sevens, redeal)."""
@@ -650,11 +668,13 @@ class GaigelState:
             self._call_aus()
         elif action == A.RESERVE_ROB:
             self.reserved_seat = self.to_act
-            self._event("reserve", self.to_act)
+            if self.events is not None:
+                self.events.append(RobReserved(self.to_act))
         elif action == A.SHOW_SEVEN:
             self._show_seven()
         elif action == A.FIVE_SEVENS:
-            self._event("five_sevens", self.to_act, tuple(cards_of(self.hands[self.to_act] & _SEVENS)))
+            if self.events is not None:
+                self.events.append(FiveSevens(self.to_act, tuple(cards_of(self.hands[self.to_act] & _SEVENS))))
             self._finish(Termination.FIVE_SEVENS, [self.side_of[self.to_act]])
         elif action < A.NO_MELD:
             double = action >= A.DOUBLE_MELD_BASE
@@ -663,18 +683,16 @@ class GaigelState:
             if self.phase == Phase.MELD_WINDOW:
                 self._close_meld_window()
         elif action == A.NO_MELD:
-            self._event("no_meld", self.to_act)
+            if self.events is not None:
+                self.events.append(MeldPassed(self.to_act))
             self._close_meld_window()
         elif action == A.GIVE_MELD:
             self.window.pop(0)
-            self._event("give_meld", self.to_act, self.window[0])
+            if self.events is not None:
+                self.events.append(MeldGiven(self.to_act, self.window[0]))
             self.to_act = self.window[0]
         else:
             raise IllegalActionError(action, f"not an action id (0..{A.NUM_ACTIONS - 1})")
-
-    def _event(self, *event: object) -> None:
-        if self.events is not None:
-            self.events.append(event)
 
     def _play(self, c: CardId) -> None:
         s = self.to_act
@@ -684,7 +702,7 @@ class GaigelState:
         tc = self.trick_cards
         tc.append(c)
         if self.events is not None:
-            self.events.append(("play", s, c, self.face_down))
+            self.events.append(CardPlayed(s, c, self.face_down))
         k = len(tc)
         if k == 1:
             self.win_idx = 0
@@ -731,7 +749,8 @@ class GaigelState:
         self._note_points(side)
         cards = tuple(cards_of(used))
         self.melds.append((s, suit, double, cards, points))
-        self._event("meld", s, suit, double, cards, points)
+        if self.events is not None:
+            self.events.append(Melded(s, suit, double, cards, points))
 
     def _note_points(self, side: int) -> None:
         if side not in self.crossed and self.side_cards[side] + self.side_melds[side] >= self.rules.target:
@@ -746,7 +765,8 @@ class GaigelState:
         self.face_up = seven
         self.robbed_by = s
         self.rob_cards = (seven, taken)
-        self._event("rob", s, seven, taken)
+        if self.events is not None:
+            self.events.append(Robbed(s, seven, taken))
 
     def _show_seven(self) -> None:
         s = self.to_act
@@ -757,7 +777,8 @@ class GaigelState:
         side = self.side_of[s]
         self.side_melds[side] += self.rules.rob_second_seven_points
         self._note_points(side)
-        self._event("show_seven", s, seven, self.rules.rob_second_seven_points)
+        if self.events is not None:
+            self.events.append(SevenShown(s, seven, self.rules.rob_second_seven_points))
 
     def _declare_opening(self, kind: Opening) -> None:
         rules = self.rules
@@ -775,7 +796,8 @@ class GaigelState:
             self._tb = _BEATS[_NO_TRUMP] if rules.dissle_first_trick == "no_trump_open" else _BEATS[self.trump]
         else:  # HOEHER_HAT, TRUMPF_HOEHER: higher of the led suit, face down
             self._tb, self.face_down = _BEATS[_NO_TRUMP], True
-        self._event("opening", self.to_act, kind)
+        if self.events is not None:
+            self.events.append(OpeningDeclared(self.to_act, kind))
 
     def _finish_trick(self) -> None:
         tc = self.trick_cards
@@ -795,7 +817,7 @@ class GaigelState:
         cards = tuple(tc)
         self.tricks.append((self.leader, cards, winner))
         if self.events is not None:
-            self.events.append(("trick", self.leader, cards, winner, points))
+            self.events.append(TrickTaken(self.leader, cards, winner, points))
         self.trick_cards = []
         self.last_winner = winner
         if self.trick1_special:
@@ -892,7 +914,7 @@ class GaigelState:
             c = talon[tpos + i]
             hands[seat] |= 1 << c
             if events is not None:
-                events.append(("draw", seat, c, False))
+                events.append(CardDrawn(seat, c, False))
             seat = seat + 1 if seat + 1 < n else 0
         if final:
             c = self.face_up
@@ -900,7 +922,7 @@ class GaigelState:
             self.known[seat] |= 1 << c
             hands[seat] |= 1 << c
             if events is not None:
-                events.append(("draw", seat, c, True))
+                events.append(CardDrawn(seat, c, True))
             self.tpos = len(talon)
             self.strict = True
         else:
@@ -909,14 +931,16 @@ class GaigelState:
     def _call_aus(self) -> None:
         s = self.to_act
         side = self.side_of[s]
-        self._event("aus", s)
+        if self.events is not None:
+            self.events.append(AusCalled(s))
         if self.side_total(side) >= self.rules.target:
             self._finish(Termination.AUS_CALLED, [side])
         else:
             self._finish(Termination.UNTERGAIGELT, [x for x in range(self.num_sides) if x != side], losers=[side])
 
     def _pass_aus(self) -> None:
-        self._event("pass", self.to_act)
+        if self.events is not None:
+            self.events.append(AusPassed(self.to_act))
         self.window.pop(0)
         if self.window:
             self.to_act = self.window[0]
@@ -991,7 +1015,8 @@ class GaigelState:
         )
         self.phase = Phase.TERMINAL
         self.window = []
-        self._event("hand_end", term.value)
+        if self.events is not None:
+            self.events.append(HandTerminated(term))
 
     # --- diagnostics, observation, hashing -------------------------------------------
 

@@ -37,6 +37,8 @@ from typing import IO, Any
 
 import grpc
 
+from gaigel.match import DecisionRequest, HandStarted, MatchDriver, MatchOver, MatchSpec
+from gaigel.ruleset import preset
 from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
@@ -141,10 +143,6 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
     """Plays one 2-player hand with the candidate on seat 1 and stages the protocol checks."""
 
     def __init__(self, results: Results, token: str, deadline: float, seed: int) -> None:
-        from gaigel.deal import deal
-        from gaigel.ruleset import preset
-        from gaigel.state import GaigelState
-
         self.codec = codec
         self.results = results
         self.token = token
@@ -152,9 +150,13 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         self.bank = deadline
         self.grace = 10.0
         self.rules = preset("default", players=PLAYERS)
-        self.dealer = (SEAT - 1) % PLAYERS
-        self.state = GaigelState(self.rules, deal(seed, 0, PLAYERS, self.rules.deal_packets), SEAT)
-        self.events = self.state.enable_events()
+        self.dealer = (SEAT - 1) % PLAYERS  # so that the candidate is forehand
+        bots = tuple(BOT_NAME if s == SEAT else "house:random" for s in range(PLAYERS))
+        spec = MatchSpec(ruleset=self.rules, seed=seed, hands=1, bots=bots, first_dealer=self.dealer)
+        self.driver = MatchDriver(spec, record=False, events=True)
+        started = self.driver.next()
+        assert isinstance(started, HandStarted)
+        self.state = started.state
         self.hev = codec.HandEvents(self.rules, 0, self.state.talon_size)
         self.rng = random.Random(seed)
         self.match_id = f"check-{secrets.token_hex(6)}"
@@ -179,10 +181,15 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         return msg
 
     def _flush_events(self) -> Iterator[pb.PlayResponse]:
-        for ev in self.events:
+        for ev in self.driver.take_events():
             for routed in self.hev.feed(ev):
                 yield self._msg(event=routed.for_viewer(SEAT))
-        self.events.clear()
+
+    def _house_turns(self) -> Iterator[pb.PlayResponse]:
+        """Plays the other seat's random decisions up to the candidate's next decision (or the hand's end)."""
+        while isinstance(step := self.driver.next(), DecisionRequest) and step.seat != SEAT:
+            self.driver.decide(self.rng.choice(step.legal_actions))
+            yield from self._flush_events()
 
     def _fail(self, name: str, reason: str) -> ScriptAbort:
         self.results.set(name, False, reason)
@@ -223,13 +230,13 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                 )
             return int(msg.action.action_id)
 
-    def _decision(self) -> tuple[pb.PlayResponse, list[int]]:
-        legal = self.state.legal_actions()
+    def _decision(self, request: DecisionRequest) -> tuple[pb.PlayResponse, list[int]]:
+        legal = list(request.legal_actions)
         did = secrets.token_urlsafe(12)
         req = pb.DecisionRequest(
             decision_id=did,
             legal_actions=[self.codec.legal_action(a) for a in legal],
-            observation=self.codec.observation(self.state.observation(SEAT), 0),
+            observation=self.codec.observation(request.observation, 0),
             time_left=codec.duration(self.deadline),
             bank_left=codec.duration(self.bank),
         )
@@ -315,6 +322,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             )
         )
         yield self._msg(hand_start=self.codec.hand_start(self.state, 0, self.dealer, SEAT))
+        yield from self._flush_events()  # what happened at the deal
         self.stage = "decide"
         yield from self._play(stream, context)
 
@@ -355,13 +363,13 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         yield from self._play(stream, context)
 
     def _play(self, stream: Stream, context: grpc.ServicerContext) -> Iterator[pb.PlayResponse]:
-        state = self.state
-        while not state.is_terminal():
-            if state.to_act != SEAT:
-                state.apply(self.rng.choice(state.legal_actions()))
-                yield from self._flush_events()
-                continue
-            msg, legal = self._decision()
+        state, driver = self.state, self.driver
+        while True:
+            yield from self._house_turns()
+            request = driver.next()
+            if not isinstance(request, DecisionRequest):
+                break
+            msg, legal = self._decision(request)
             did = msg.decision_request.decision_id
             sent_at = time.monotonic()
             yield msg
@@ -376,11 +384,9 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                     action = yield from self._reject(stream, did, legal, action, what)
                     self.drop_time = time.monotonic() + 1.0
                     self.stage = "drop"
-                    state.apply(action)
+                    driver.decide(action)
                     yield from self._flush_events()
-                    while state.to_act != SEAT and not state.is_terminal():
-                        state.apply(self.rng.choice(state.legal_actions()))
-                        yield from self._flush_events()
+                    yield from self._house_turns()
                     self.dropped_at = len(self.sent)
                     time.sleep(0.05)
                     self.drop_time = time.monotonic()
@@ -390,21 +396,20 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                     "resumes after a dropped stream", True, f"{self.resume_detail}; answered the next decision"
                 )
                 self.stage = "finish"
-            state.apply(action)
+            driver.decide(action)
             yield from self._flush_events()
         yield self._msg(hand_end=self.codec.hand_end(state, 0, self.hev.deciding_seat, self.rules))
-        outcome = state.outcome()
-        winners = list(outcome.winners) if outcome else []
+        over = driver.next()
+        while not isinstance(over, MatchOver):  # the HandEnded of the one hand, then the end
+            over = driver.next()
+        score = over.score
         match_end = self._msg(
             match_end=gm.MatchEnd(
                 match_id=self.match_id,
                 termination=cm.MATCH_TERMINATION_COMPLETED,
-                winner_sides=winners,
-                sides=[
-                    gm.SideMatchResult(side=x, hands_won=int(x in winners), dashes=0 if x in winners else 1)
-                    for x in range(self.rules.num_sides)
-                ],
-                hands_played=1,
+                winner_sides=score.winners(),
+                sides=codec.side_results(score.hands_won, score.dashes),
+                hands_played=score.hands_played,
             )
         )
         # "done" before the yield: a fast bot may exit on MatchEnd before this generator resumes.

@@ -10,11 +10,29 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import assert_never
 
 from google.protobuf import duration_pb2
 
 from gaigel import actions as A
 from gaigel.cards import CODE_OF, POINTS_OF, CardId
+from gaigel.events import (
+    AusCalled,
+    AusPassed,
+    CardDrawn,
+    CardPlayed,
+    Event,
+    FiveSevens,
+    HandTerminated,
+    Melded,
+    MeldGiven,
+    MeldPassed,
+    OpeningDeclared,
+    Robbed,
+    RobReserved,
+    SevenShown,
+    TrickTaken,
+)
 from gaigel.match import MATCH_TERMINATIONS
 from gaigel.observation import Observation
 from gaigel.ruleset import Opening, Ruleset
@@ -230,7 +248,7 @@ class Routed:
 
 
 class HandEvents:
-    """Turns the engine's event tuples of one hand into routed proto events."""
+    """Turns the engine's typed events (:mod:`gaigel.events`) of one hand into routed proto events."""
 
     def __init__(self, rules: Ruleset, hand_index: int, talon_size: int) -> None:
         self.rules = rules
@@ -240,80 +258,83 @@ class HandEvents:
         self.face_down_in_trick = False
         self.deciding_seat: int | None = None
 
-    def _ev(self, **kind: object) -> gm.Event:
-        return gm.Event(hand_index=self.hand_index, **kind)  # type: ignore[arg-type]
+    def feed(self, ev: Event) -> list[Routed]:
+        """The routed events for one engine event (none for those that only update this tracker)."""
+        k = self.hand_index
+        match ev:
+            case CardPlayed(seat, c, face_down):
+                self.face_down_in_trick |= face_down
+                cp = gm.CardPlayed(seat=seat, trick_index=self.trick_index, face_down=face_down, card=card(c))
+                return [Routed(gm.Event(hand_index=k, card_played=cp), owner=seat if face_down else None)]
+            case TrickTaken():
+                return self._trick(ev)
+            case CardDrawn(seat, c, face_up):
+                self.talon_size -= 1
+                cd = gm.CardDrawn(seat=seat, card=card(c), face_up_card=face_up, talon_size=self.talon_size)
+                return [Routed(gm.Event(hand_index=k, card_drawn=cd), owner=None if face_up else seat)]
+            case OpeningDeclared(seat, opening):
+                if opening == Opening.AUF_DISSLE:
+                    self.deciding_seat = seat
+                od = gm.OpeningDeclared(seat=seat, opening=cm.Opening.ValueType(_opening(opening)))
+                return [Routed(gm.Event(hand_index=k, opening_declared=od))]
+            case Melded(seat, suit, double, cards, points):
+                meld = gm.Meld(
+                    seat=seat,
+                    suit=cm.Suit.ValueType(suit + 1),
+                    kind=cm.MELD_KIND_DOUBLE_MARRIAGE if double else cm.MELD_KIND_MARRIAGE,
+                    cards=[card(c) for c in cards],
+                    points=points,
+                    trick_index=self.trick_index,
+                )
+                return [Routed(gm.Event(hand_index=k, meld=meld))]
+            case Robbed(seat, seven, taken):
+                rob = gm.Robbery(seat=seat, trump_card=card(taken), seven=card(seven), trick_index=self.trick_index)
+                return [Routed(gm.Event(hand_index=k, robbery=rob))]
+            case RobReserved(seat):
+                return [Routed(gm.Event(hand_index=k, rob_reserved=gm.RobReserved(seat=seat)))]
+            case SevenShown(seat, seven, points):
+                shown = gm.SevenShown(seat=seat, card=card(seven), points=points)
+                return [Routed(gm.Event(hand_index=k, seven_shown=shown))]
+            case AusCalled(seat) | AusPassed(seat):
+                called = isinstance(ev, AusCalled)
+                if called:
+                    self.deciding_seat = seat
+                return [Routed(gm.Event(hand_index=k, aus_answered=gm.AusAnswered(seat=seat, aus=called)))]
+            case MeldPassed(seat):
+                return [Routed(gm.Event(hand_index=k, meld_privilege_passed=gm.MeldPrivilegePassed(seat=seat)))]
+            case MeldGiven(seat, to_seat):
+                mp = gm.MeldPrivilegePassed(seat=seat, to_seat=to_seat)
+                return [Routed(gm.Event(hand_index=k, meld_privilege_passed=mp))]
+            case FiveSevens(seat, _):
+                self.deciding_seat = seat  # shown as the HandEnd's deciding seat, no event of its own
+                return []
+            case HandTerminated():
+                return []  # becomes a HandEnd message of its own
+            case _:
+                assert_never(ev)
 
-    def feed(self, ev: Sequence[object]) -> list[Routed]:
-        """The routed events for one engine event tuple."""
-        tag = ev[0]
+    def _trick(self, ev: TrickTaken) -> list[Routed]:
         out: list[Routed] = []
-        if tag == "opening":
-            seat, kind = int(ev[1]), ev[2]  # type: ignore[call-overload]
-            out.append(Routed(self._ev(opening_declared=gm.OpeningDeclared(seat=seat, opening=_opening(kind)))))  # type: ignore[arg-type]
-            if kind == Opening.AUF_DISSLE:
-                self.deciding_seat = seat
-        elif tag == "play":
-            seat, c, fd = int(ev[1]), int(ev[2]), bool(ev[3])  # type: ignore[call-overload]
-            self.face_down_in_trick |= fd
-            cp = gm.CardPlayed(seat=seat, trick_index=self.trick_index, face_down=fd, card=card(c))
-            out.append(Routed(self._ev(card_played=cp), owner=seat if fd else None))
-        elif tag == "trick":
-            leader, cards, winner, points = int(ev[1]), ev[2], int(ev[3]), int(ev[4])  # type: ignore[call-overload]
-            assert isinstance(cards, tuple)
-            n = self.rules.players
-            if self.face_down_in_trick:
-                plays = [gm.TrickPlay(seat=(leader + j) % n, face_down=True, card=card(c)) for j, c in enumerate(cards)]
-                out.append(Routed(self._ev(trick_revealed=gm.TrickRevealed(trick_index=self.trick_index, plays=plays))))
-            if self.trick_index == self.rules.tricks_per_hand - 1:
-                points -= self.rules.last_trick_bonus  # the bonus is part of the side total, not of the trick
-            tw = gm.TrickWon(
-                trick_index=self.trick_index,
-                winner_seat=winner,
-                winner_side=self.rules.side_of(winner),
-                card_points=points,
-            )
-            out.append(Routed(self._ev(trick_won=tw)))
-            self.trick_index += 1
-            self.face_down_in_trick = False
-        elif tag == "meld":
-            seat, suit, double, cards, points = int(ev[1]), int(ev[2]), bool(ev[3]), ev[4], int(ev[5])  # type: ignore[call-overload]
-            assert isinstance(cards, tuple)
-            meld = gm.Meld(
-                seat=seat,
-                suit=suit + 1,
-                kind=cm.MELD_KIND_DOUBLE_MARRIAGE if double else cm.MELD_KIND_MARRIAGE,
-                cards=[card(c) for c in cards],
-                points=points,
-                trick_index=self.trick_index,
-            )
-            out.append(Routed(self._ev(meld=meld)))
-        elif tag == "rob":
-            seat, seven, taken = int(ev[1]), int(ev[2]), int(ev[3])  # type: ignore[call-overload]
-            rob = gm.Robbery(seat=seat, trump_card=card(taken), seven=card(seven), trick_index=self.trick_index)
-            out.append(Routed(self._ev(robbery=rob)))
-        elif tag == "reserve":
-            out.append(Routed(self._ev(rob_reserved=gm.RobReserved(seat=int(ev[1])))))  # type: ignore[call-overload]
-        elif tag == "show_seven":
-            seat, seven, points = int(ev[1]), int(ev[2]), int(ev[3])  # type: ignore[call-overload]
-            out.append(Routed(self._ev(seven_shown=gm.SevenShown(seat=seat, card=card(seven), points=points))))
-        elif tag == "five_sevens":
-            self.deciding_seat = int(ev[1])  # type: ignore[call-overload]
-        elif tag == "draw":
-            seat, c, public = int(ev[1]), int(ev[2]), bool(ev[3])  # type: ignore[call-overload]
-            self.talon_size -= 1
-            cd = gm.CardDrawn(seat=seat, card=card(c), face_up_card=public, talon_size=self.talon_size)
-            out.append(Routed(self._ev(card_drawn=cd), owner=None if public else seat))
-        elif tag in ("aus", "pass"):
-            seat = int(ev[1])  # type: ignore[call-overload]
-            if tag == "aus":
-                self.deciding_seat = seat
-            out.append(Routed(self._ev(aus_answered=gm.AusAnswered(seat=seat, aus=tag == "aus"))))
-        elif tag == "no_meld":
-            out.append(Routed(self._ev(meld_privilege_passed=gm.MeldPrivilegePassed(seat=int(ev[1])))))  # type: ignore[call-overload]
-        elif tag == "give_meld":
-            mp = gm.MeldPrivilegePassed(seat=int(ev[1]), to_seat=int(ev[2]))  # type: ignore[call-overload]
-            out.append(Routed(self._ev(meld_privilege_passed=mp)))
-        return out  # "hand_end" becomes a HandEnd message of its own
+        n = self.rules.players
+        if self.face_down_in_trick:
+            plays = [
+                gm.TrickPlay(seat=(ev.leader + j) % n, face_down=True, card=card(c)) for j, c in enumerate(ev.cards)
+            ]
+            revealed = gm.TrickRevealed(trick_index=self.trick_index, plays=plays)
+            out.append(Routed(gm.Event(hand_index=self.hand_index, trick_revealed=revealed)))
+        points = ev.points
+        if self.trick_index == self.rules.tricks_per_hand - 1:
+            points -= self.rules.last_trick_bonus  # the bonus is part of the side total, not of the trick
+        tw = gm.TrickWon(
+            trick_index=self.trick_index,
+            winner_seat=ev.winner,
+            winner_side=self.rules.side_of(ev.winner),
+            card_points=points,
+        )
+        out.append(Routed(gm.Event(hand_index=self.hand_index, trick_won=tw)))
+        self.trick_index += 1
+        self.face_down_in_trick = False
+        return out
 
 
 def hand_end(state: GaigelState | None, hand_index: int, deciding_seat: int | None, rules: Ruleset) -> gm.HandEnd:
