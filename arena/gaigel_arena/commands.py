@@ -6,11 +6,12 @@ import argparse
 import dataclasses
 import json
 import logging
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
-from gaigel.cli import CliError, number_arg, positive_int
+from gaigel.cli import CliError, number_arg, positive_int, writable_dir, writable_file, write_error
 
 _bootstrap_arg = number_arg(int, 0, None, "a number of samples")
 
@@ -40,6 +41,24 @@ def configure_logging(level: str | None) -> None:
     )
 
 
+def _check_out(out: Path, db: str | None, keep_records: bool) -> None:
+    """The output folder (and its records folder and journal) can be written: checked before
+    the first match, so a mistake costs one line, not a run."""
+    writable_dir(out, "--out")
+    if keep_records:
+        writable_dir(out / "records", "--out")
+    journal = Path(db) if db and "://" not in db else out / "arena.sqlite" if not db else None
+    if journal is not None:
+        writable_file(journal, "--db" if db else "--out")
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError):
+        where = f" ({e.filename})" if e.filename else ""
+        return f"{e.strerror or e}{where}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def cmd_arena_run(args: argparse.Namespace) -> int:
     """gaigel arena run."""
     from gaigel_arena.config import load_config
@@ -56,11 +75,17 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
             raise CliError(f"--ray-address needs --executor ray, not --executor {executor}")
         config = dataclasses.replace(config, ray_address=args.ray_address)
     out = Path(args.out) if args.out else Path(Path(args.config).stem + "-arena")
+    _check_out(out, args.db, config.keep_records)
     metrics = ArenaMetrics(config.bot_names)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+        try:
+            start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+        except OSError as e:
+            raise CliError(
+                f"--metrics-port {args.metrics_port}: cannot listen on {args.metrics_address}: {e.strerror or e}"
+            ) from None
     progress = None if args.quiet else Progress()
     try:
         summary = run_arena(
@@ -77,9 +102,19 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     except ArenaError as e:
         raise CliError(str(e)) from None
+    except (OSError, sqlite3.OperationalError) as e:
+        # A disk that fills up mid-run: every match fixed so far is in the journal, the one
+        # being written is still pending; rerunning after freeing space continues from there.
+        raise CliError(
+            f"--out {out}: cannot write: {_reason(e)}; the matches finished so far are kept, "
+            "rerun the same command once there is room"
+        ) from None
     report = load_report(summary.db_path, samples=args.bootstrap)
     data = report_dict(report)
-    write_json_atomic(data, out / "report.json")
+    try:
+        write_json_atomic(data, out / "report.json")
+    except OSError as e:
+        raise write_error("--out", out / "report.json", e) from None
     if args.json:
         print(json.dumps(data))
     else:
@@ -96,9 +131,14 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
     from gaigel_arena.report import format_table, load_report, render_html, report_dict
 
+    if args.html:
+        writable_file(Path(args.html), "--html")
     report = load_report(args.dir if "://" in args.dir else Path(args.dir), samples=args.bootstrap)
     if args.html:
-        Path(args.html).write_text(render_html(report), encoding="utf-8")
+        try:
+            Path(args.html).write_text(render_html(report), encoding="utf-8")
+        except OSError as e:
+            raise write_error("--html", args.html, e) from None
     if args.json:
         print(json.dumps(report_dict(report)))
     elif not args.html:
