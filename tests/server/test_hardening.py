@@ -106,9 +106,7 @@ def test_a_bot_that_never_reads_is_ended_with_slow_reader() -> None:
         async with running_server(slow_reader_timeout=1.0) as (server, port):
             bot = await _small_window_bot(port)
             action = bs.PlayRequest(action=bs.Action(decision_id="z" * servicer.MAX_DECISION_ID, action_id=0))
-            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                for _ in range(20_000):
-                    await asyncio.wait_for(bot.call.write(action), 5.0)
+            await _flood_until_stalled(bot, action)
             await bot.play()
             assert bot.status == grpc.StatusCode.RESOURCE_EXHAUSTED, (bot.status, bot.details)
             assert "SLOW_READER" in bot.details
@@ -129,9 +127,7 @@ def test_a_stream_over_its_byte_budget_is_ended_at_once() -> None:
             bot = await _small_window_bot(port)
             action = bs.PlayRequest(action=bs.Action(decision_id="z" * servicer.MAX_DECISION_ID, action_id=0))
             started = asyncio.get_running_loop().time()
-            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError, TimeoutError):
-                for _ in range(20_000):
-                    await asyncio.wait_for(bot.call.write(action), 5.0)
+            await _flood_until_stalled(bot, action)
             await bot.play()
             assert bot.status == grpc.StatusCode.RESOURCE_EXHAUSTED, (bot.status, bot.details)
             assert "more than 20000 bytes" in bot.details
@@ -139,6 +135,19 @@ def test_a_stream_over_its_byte_budget_is_ended_at_once() -> None:
             await bot.close()
 
     run(scenario(), timeout=120)
+
+
+async def _flood_until_stalled(bot: ScriptedBot, action: bs.PlayRequest) -> None:
+    """Writes *action* until a write stalls for 2 s (the server stopped reading) or fails; the
+    stalled write is left pending, as cancelling it would cancel the call."""
+    for _ in range(20_000):
+        write = asyncio.ensure_future(bot.call.write(action))
+        done, _ = await asyncio.wait({write}, timeout=2.0)
+        if not done:
+            write.add_done_callback(lambda w: w.cancelled() or w.exception())
+            return
+        if write.exception() is not None:
+            return
 
 
 async def _small_window_bot(port: int) -> ScriptedBot:
