@@ -131,6 +131,8 @@ class GaigelServer:
         except TimeoutError:
             get_logger().error("shutdown_timeout")
         await self.grpc.stop(grace)
+        if self.play is not None:
+            self.play.close()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

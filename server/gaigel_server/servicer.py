@@ -74,6 +74,8 @@ class BotServicer:
         self.pending = PendingStreams(max_pending_streams)
         self.slow_reader_timeout = slow_reader_timeout
         self.max_queued_bytes = max_queued_bytes
+        self.streams: set[Stream] = set()  # attached streams, for the watchdog
+        self._watchdog: asyncio.Task[None] | None = None
         self.registry = registry
         self.metrics = metrics
         self.join_timeout = join_timeout
@@ -195,6 +197,10 @@ class BotServicer:
         log = self.log.bind(session_id=session.session_id, bot=session.bot_name)
         log.info("session_resumed" if resumed else "session_joined", version=session.bot_version)
         reader: asyncio.Task[None] | None = None
+        stream.writer = asyncio.current_task()
+        self.streams.add(stream)
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch())
         try:
             await context.write(
                 bs.PlayResponse(
@@ -221,9 +227,12 @@ class BotServicer:
                     break
                 if isinstance(item, Abort):
                     log.info("session_aborted", code=item.code.name, detail=item.message)
+                    if item.message.startswith("SLOW_READER"):
+                        self.metrics.slow_readers.inc()
                     await context.abort(item.code, item.message)
                 await self._write(context, stream, item)
         finally:
+            self.streams.discard(stream)
             if reader is not None:
                 reader.cancel()
             self.metrics.active_sessions.dec()
@@ -233,23 +242,40 @@ class BotServicer:
             log.info("session_stream_closed")
 
     async def _write(self, context: grpc.aio.ServicerContext[Any, Any], stream: Stream, item: Outgoing) -> None:
-        """Writes one message; a bot that does not read it within the slow-reader timeout, or for
-        which more than the byte budget waits meanwhile, is ended (grpc holds a stalled stream's
-        bytes, and a bot that never reads must not hold them, or its place, forever)."""
+        """Writes one message. The watchdog (:meth:`_watch`) interrupts a write the bot does not
+        read within the slow-reader timeout, as does more than the byte budget waiting meanwhile:
+        grpc holds a stalled stream's bytes, and a bot that never reads must not hold them, or its
+        place, forever. (A watchdog, not a timeout per write: that cost every message a timer.)"""
+        stream.write_since = time.monotonic()
         try:
-            async with asyncio.timeout(self.slow_reader_timeout) as deadline:  # no task per write
-                stream.deadline = deadline
-                await context.write(item.message)
-        except TimeoutError:
-            stream.closed = True
-            stream.wake()
+            await context.write(item.message)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not stream.stalled or task is None:
+                raise
+            task.uncancel()  # our own interruption, not the call's cancellation
             self.metrics.slow_readers.inc()
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, stream.overflow or self._slow_reader_message())
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, stream.stalled)
         finally:
-            stream.deadline = None
+            stream.write_since = None
         stream.wrote(item)
         if item.sent is not None and not item.sent.done():
             item.sent.set_result(time.monotonic())
+
+    def close(self) -> None:
+        """Stops the watchdog (the server is stopping)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+    async def _watch(self) -> None:
+        """Ends the streams whose write has waited longer than the slow-reader timeout."""
+        period = min(1.0, self.slow_reader_timeout / 4)
+        while True:
+            await asyncio.sleep(period)
+            limit = time.monotonic() - self.slow_reader_timeout
+            for stream in list(self.streams):
+                if stream.write_since is not None and stream.write_since < limit:
+                    stream.stall(self._slow_reader_message())
 
     def _slow_reader_message(self) -> str:
         return (

@@ -54,8 +54,9 @@ class Stream:
         self.closed = False
         self.queued_bytes = 0
         self.max_queued_bytes = max_queued_bytes
-        self.overflow = ""  # the reason, once the byte budget was exceeded
-        self.deadline: asyncio.Timeout | None = None  # of the write in progress
+        self.stalled = ""  # why the stream is being ended for not reading (SLOW_READER ...)
+        self.write_since: float | None = None  # when the write in progress started
+        self.writer: asyncio.Task[None] | None = None  # the task that writes (and may be stuck)
         self._drained = asyncio.Event()
 
     def put(self, item: Outgoing) -> None:
@@ -64,17 +65,25 @@ class Stream:
         if self.closed:
             return
         if self.queued_bytes + len(item.message) > self.max_queued_bytes:
-            self.closed = True
-            self.overflow = (
+            self.stall(
                 f"SLOW_READER: more than {self.max_queued_bytes} bytes wait to be read by this bot; "
                 "the stream is closed (read your replies; Resume is possible during a match)"
             )
-            if self.deadline is not None:  # the writer waits on a write the bot does not read: end it now
-                self.deadline.reschedule(asyncio.get_running_loop().time())
-            self.queue.put_nowait(Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.overflow))
             return
         self.queued_bytes += len(item.message)
         self.queue.put_nowait(item)
+
+    def stall(self, reason: str) -> None:
+        """Ends the stream for not reading: a writer stuck in a write is interrupted (grpc would
+        hold it until the bot reads), one waiting for the next message gets an Abort."""
+        if self.stalled:
+            return
+        self.stalled, self.closed = reason, True
+        self.wake()
+        if self.write_since is not None and self.writer is not None:
+            self.writer.cancel()
+        else:
+            self.queue.put_nowait(Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason))
 
     async def writable(self, high: int, high_bytes: int) -> None:
         """Returns once fewer than *high* messages and *high_bytes* bytes wait to be written
