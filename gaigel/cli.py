@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from gaigel.deal import MAX_SEED, PLAYER_COUNTS, deal, player_counts_text
@@ -18,6 +21,46 @@ from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
 
 class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
+
+
+def writable_dir(path: Path, flag: str) -> None:
+    """Creates *path* if needed and writes a probe file in it, so an output folder that cannot
+    be written fails before any work is done.
+
+    :raises CliError: one line naming *flag* and the path.
+    """
+    if path.exists() and not path.is_dir():
+        raise CliError(f"{flag} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise CliError(f"{flag} {path}: cannot write there: {e.strerror or e}") from None
+
+
+def writable_file(path: Path, flag: str) -> None:
+    """Checks that *path* can be written (its folder exists and takes files; it is not a folder).
+
+    :raises CliError: one line naming *flag* and the path.
+    """
+    if path.is_dir():
+        raise CliError(f"{flag} {path}: is a directory")
+    folder = path.parent
+    if not folder.is_dir():
+        raise CliError(f"{flag} {path}: the folder {folder} does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise CliError(f"{flag} {path}: cannot write in {folder}: {e.strerror or e}") from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise CliError(f"{flag} {path}: the file is not writable")
+
+
+def write_error(flag: str, path: str | Path, e: OSError) -> CliError:
+    """The one-line error for a write that failed half way (a full disk, say)."""
+    return CliError(f"{flag} {path}: cannot write: {e.strerror or e}")
 
 
 def number_arg(kind: type[int] | type[float], low: float, high: float | None, what: str) -> Callable[[str], Any]:
@@ -129,6 +172,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     from gaigel.record import dump_record
 
     rules = ruleset_from_args(args)
+    if args.record:
+        writable_file(Path(args.record), "--record")
     names = _seat_bots(args.bot or ["random"], rules)
     bots = [make_bot(name) for name in names]
     spec = MatchSpec(ruleset=rules, seed=args.seed, hands=args.hands, bots=tuple(names))
@@ -144,7 +189,10 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     score, record = play_match(spec, bots, on_hand=on_hand, record=args.record is not None)
     if args.record and record:
-        dump_record(record, args.record)
+        try:
+            dump_record(record, args.record)
+        except OSError as e:
+            raise write_error("--record", args.record, e) from None
     result = score.to_dict()
     if args.json:
         print(

@@ -6,11 +6,12 @@ import argparse
 import dataclasses
 import json
 import logging
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
-from gaigel.cli import CliError, number_arg, positive_int
+from gaigel.cli import CliError, number_arg, positive_int, writable_dir, writable_file, write_error
 
 _bootstrap_arg = number_arg(int, 0, None, "a number of samples")
 
@@ -40,6 +41,24 @@ def configure_logging(level: str | None) -> None:
     )
 
 
+def _check_out(out: Path, db: str | None, keep_records: bool) -> None:
+    """The output folder (and its records folder and journal) can be written: checked before
+    the first match, so a mistake costs one line, not a run."""
+    writable_dir(out, "--out")
+    if keep_records:
+        writable_dir(out / "records", "--out")
+    journal = Path(db) if db and "://" not in db else out / "arena.sqlite" if not db else None
+    if journal is not None:
+        writable_file(journal, "--db" if db else "--out")
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError):
+        where = f" ({e.filename})" if e.filename else ""
+        return f"{e.strerror or e}{where}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def cmd_arena_run(args: argparse.Namespace) -> int:
     """gaigel arena run."""
     from gaigel.record import write_json_atomic
@@ -56,11 +75,17 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
             raise CliError(f"--ray-address needs --executor ray, not --executor {executor}")
         config = dataclasses.replace(config, ray_address=args.ray_address)
     out = Path(args.out) if args.out else Path(Path(args.config).stem + "-arena")
+    _check_out(out, args.db, config.keep_records)
     metrics = ArenaMetrics(config.bot_names)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+        try:
+            start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+        except OSError as e:
+            raise CliError(
+                f"--metrics-port {args.metrics_port}: cannot listen on {args.metrics_address}: {e.strerror or e}"
+            ) from None
     progress = None if args.quiet else Progress()
     web = _start_web(args, out)
     try:
@@ -78,6 +103,13 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     except ArenaError as e:
         raise CliError(str(e)) from None
+    except (OSError, sqlite3.OperationalError) as e:
+        # A disk that fills up mid-run: every match fixed so far is in the journal, the one
+        # being written is still pending; rerunning after freeing space continues from there.
+        raise CliError(
+            f"--out {out}: cannot write: {_reason(e)}; the matches finished so far are kept, "
+            "rerun the same command once there is room"
+        ) from None
     except KeyboardInterrupt:
         print(_interrupted_message(out, args.db), file=sys.stderr)
         return 130
@@ -86,7 +118,10 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
             web.shutdown()
     report = load_report(summary.db_path, samples=args.bootstrap)
     data = report_dict(report)
-    write_json_atomic(data, out / "report.json")
+    try:
+        write_json_atomic(data, out / "report.json")
+    except OSError as e:
+        raise write_error("--out", out / "report.json", e) from None
     if args.json:
         print(json.dumps(data))
     else:
@@ -133,6 +168,9 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
     from gaigel_arena.report import format_table, load_report, report_dict, write_html_report
 
+    if args.html:
+        writable_dir(Path(args.html).parent, "--html")  # the page's folder also takes its viewer pages
+        writable_file(Path(args.html), "--html")
     target = args.dir if "://" in args.dir else Path(args.dir)
     report = load_report(target, samples=args.bootstrap, details=bool(args.html))
     pages = 0
@@ -140,7 +178,7 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
         try:
             pages = write_html_report(report, Path(args.html))
         except OSError as e:
-            raise CliError(f"cannot write {args.html}: {e.strerror}") from None
+            raise write_error("--html", args.html, e) from None
     if args.json:
         print(json.dumps(report_dict(report)))
     elif not args.html:

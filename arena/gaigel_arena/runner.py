@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import errno
 import sys
 import time
 from collections.abc import Callable
@@ -295,6 +296,8 @@ def _drive(
                     outcome = future.result()
                 except Exception as e:  # a void game: infrastructure failure, replay it
                     journal.release(match.match_id)
+                    if isinstance(e, OSError) and e.errno in _DISK_ERRORS:
+                        raise  # a full or read-only disk: replaying cannot help, stop with one line
                     metrics.matches_total.labels(outcome="void").inc()
                     failures[match.match_id] = failures.get(match.match_id, 0) + 1
                     log.warning("match_void", match_id=match.match_id, error=f"{type(e).__name__}: {e}")
@@ -334,6 +337,7 @@ def _drive(
 
 
 _KNOWN: frozenset[str] = frozenset(MATCH_TERMINATIONS)
+_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES})
 
 
 def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:

@@ -78,8 +78,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--join-timeout",
         type=seconds_arg,
-        default=10.0,
-        help="seconds a new stream has to send Join (default %(default)s)",
+        default=5.0,
+        help="seconds a new stream has to send Join or Resume (default %(default)s)",
     )
     p.add_argument(
         "--max-message-bytes",
@@ -101,8 +101,46 @@ def register(sub: Any) -> None:
         "--max-streams",
         type=positive_int,
         default=1024,
-        help="bot streams open at once, all bots together; more are refused with RESOURCE_EXHAUSTED "
-        "(default %(default)s)",
+        help="bot streams past Join open at once, all bots together; more Joins are refused with "
+        "RESOURCE_EXHAUSTED (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-pending-streams",
+        type=positive_int,
+        default=256,
+        help="streams still waiting to send Join or Resume; beyond it the one waiting longest is ended "
+        "with SERVER_BUSY, so a Join or Resume always finds room (default %(default)s)",
+    )
+    p.add_argument(
+        "--slow-reader-timeout",
+        type=seconds_arg,
+        default=20.0,
+        help="seconds the server waits for a bot to read what it sent before ending the stream with "
+        "SLOW_READER (default %(default)s)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=seconds_arg,
+        default=60.0,
+        help="seconds a connection without any call stays open (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-connection-age",
+        type=seconds_arg,
+        default=3600.0,
+        help="seconds after which a connection takes no new calls; its open streams go on (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=2048,
+        help="connections open at once; more are closed when accepted (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-streams-per-connection",
+        type=positive_int,
+        default=256,
+        help="streams open at once on one connection; clients queue the rest (default %(default)s)",
     )
     p.add_argument(
         "--watch-without-token",
@@ -126,9 +164,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """gaigel serve."""
     from gaigel_server.auth import load_bots_file
     from gaigel_server.logging import configure_logging
-    from gaigel_server.server import ServerConfig, serve
+    from gaigel_server.server import ServerConfig, check_bindable, serve
 
     configure_logging(args.log_level)
+    # Start-up checks: each mistake is one line naming the flag, before anything is served.
+    check_bindable(args.address, "--address")
+    if args.metrics_port:
+        check_bindable(f"{args.metrics_address}:{args.metrics_port}", "--metrics-port")
     bots = load_bots_file(args.bots) if args.bots else {}
     config = ServerConfig(
         admin_token=args.admin_token or os.environ.get("GAIGEL_ADMIN_TOKEN", ""),
@@ -142,6 +184,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         join_timeout=args.join_timeout,
         max_sessions_per_bot=args.max_sessions,
         max_streams=args.max_streams,
+        max_pending_streams=args.max_pending_streams,
+        slow_reader_timeout=args.slow_reader_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connection_age=args.max_connection_age,
+        max_connections=args.max_connections,
+        max_streams_per_connection=args.max_streams_per_connection,
         keep_ended=args.keep_ended,
         clock=clock_from_args(args),
         watch_without_token=args.watch_without_token,

@@ -65,6 +65,16 @@ class ServerMetrics:
             "MatchService calls refused for a missing or wrong admin token (token guessing shows here).",
             registry=registry,
         )
+        self.slow_readers = Counter(
+            "gaigel_slow_readers_total",
+            "Bot streams ended with SLOW_READER: they did not read what the server had for them.",
+            registry=registry,
+        )
+        self.pending_evicted = Counter(
+            "gaigel_pending_streams_evicted_total",
+            "Streams ended with SERVER_BUSY before their first message to make room for new ones.",
+            registry=registry,
+        )
         self.event_loop_tasks = Gauge(
             "gaigel_event_loop_tasks",
             "asyncio tasks alive on the server's event loop (steady under load; growth is a leak).",

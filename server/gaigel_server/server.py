@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import resource
 import signal
+import socket
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +49,27 @@ class ServerConfig:
     metrics_address: str = "127.0.0.1"
     records_dir: str | None = None
     max_message_bytes: int = 64 * 1024
-    join_timeout: float = 10.0
+    join_timeout: float = 5.0
+    """Seconds a new stream has to send Join or Resume."""
     max_sessions_per_bot: int = 64
     max_streams: int = 1024
+    """Bot streams past Join or Resume open at once (all bots); more Joins get RESOURCE_EXHAUSTED."""
+    max_pending_streams: int = 256
+    """Streams still waiting to send Join or Resume; beyond it the one waiting longest is ended."""
+    slow_reader_timeout: float = 20.0
+    """Seconds a write may wait for a bot that does not read before its stream is ended (SLOW_READER)."""
+    max_queued_bytes: int = 4 * 1024 * 1024
+    """Bytes queued for one stream before it is ended (SLOW_READER)."""
+    idle_timeout: float = 60.0
+    """Seconds a connection without any call is kept open."""
+    max_connection_age: float = 3600.0
+    """Seconds after which a connection takes no new calls (its open streams go on)."""
+    max_connections: int = 2048
+    """Connections open at once; more are closed at accept."""
+    max_streams_per_connection: int = 256
+    """Streams open at once on one HTTP/2 connection (a client queues the rest)."""
     keep_ended: int = 5000
     """Ended matches kept in memory (about 20 KB each for 2-hand matches); the oldest beyond are forgotten."""
-    """Bot streams open at once (all bots, Join pending included); more get RESOURCE_EXHAUSTED."""
     clock: Clock = dataclasses.field(default_factory=Clock)
     watch_without_token: bool = False
     registry: CollectorRegistry | None = None
@@ -78,19 +96,32 @@ class GaigelServer:
         self.metrics_port: int | None = None
         self._httpd: Any = None
         self.health = HealthServicer()
+        self.play: BotServicer | None = None
+        self.admin: MatchServicer | None = None
 
     async def start(self) -> None:
-        """Starts serving (and the metrics endpoint, if configured)."""
+        """Starts serving (and the metrics endpoint, if configured, first: a taken port fails
+        before anything is served).
+
+        :raises ValueError: one line naming the metrics address that cannot be bound.
+        """
+        if self.config.metrics_port is not None:
+            where = f"{self.config.metrics_address}:{self.config.metrics_port}"
+            try:
+                self._httpd, _ = start_http_server(
+                    self.config.metrics_port, self.config.metrics_address, registry=self.metrics.registry
+                )
+            except OSError as e:
+                raise ValueError(
+                    f"cannot serve metrics on {where}: {e.strerror or e} "
+                    "(choose another --metrics-port, or 0 to turn metrics off)"
+                ) from None
+            self.metrics_port = int(self._httpd.server_port)
         await self.grpc.start()
         loop = asyncio.get_running_loop()
         self.metrics.event_loop_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
         for name in (*SERVICE_NAMES, ""):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        if self.config.metrics_port is not None:
-            self._httpd, _ = start_http_server(
-                self.config.metrics_port, self.config.metrics_address, registry=self.metrics.registry
-            )
-            self.metrics_port = int(self._httpd.server_port)
 
     async def stop(self, grace: float | None = 5.0) -> None:
         """Aborts running matches (their records are written), then stops within *grace* seconds."""
@@ -100,6 +131,8 @@ class GaigelServer:
         except TimeoutError:
             get_logger().error("shutdown_timeout")
         await self.grpc.stop(grace)
+        if self.play is not None:
+            self.play.close()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -114,6 +147,8 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
     :raises ValueError: for unreadable TLS files or an address that cannot be bound.
     """
     config = config or ServerConfig()
+    if config.records_dir:
+        check_writable_dir(Path(config.records_dir), "--records")
     if not config.admin_token:
         config.admin_token = new_token()
     metrics = ServerMetrics(config.registry or CollectorRegistry())
@@ -127,6 +162,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         config.keep_ended,
     )
     options = [
+        *connection_options(config),
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", 4 * 1024 * 1024),
         ("grpc.so_reuseport", 0),
@@ -137,11 +173,22 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         ("grpc.server.max_pending_requests_hard_limit", 8 * config.max_streams + 3000),
     ]
     server = grpc.aio.server(options=options)
-    bots = BotServicer(lobby, registry, metrics, config.join_timeout, config.max_message_bytes, config.max_streams)
+    bots = BotServicer(
+        lobby,
+        registry,
+        metrics,
+        config.join_timeout,
+        config.max_message_bytes,
+        config.max_streams,
+        max_pending_streams=config.max_pending_streams,
+        slow_reader_timeout=config.slow_reader_timeout,
+        max_queued_bytes=config.max_queued_bytes,
+    )
     server.add_generic_rpc_handlers((bots.handler(),))
     matches = MatchServicer(lobby, registry, metrics, config.admin_token, config.clock, config.watch_without_token)
     server.add_generic_rpc_handlers((matches.handler(),))
     out = GaigelServer(server, lobby, metrics, config, registry)
+    out.play, out.admin = bots, matches  # for tests and benchmarks that look inside
     health_pb2_grpc.add_HealthServicer_to_server(out.health, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
@@ -162,11 +209,81 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
     return out, port
 
 
+def connection_limit(wanted: int) -> int:
+    """*wanted* connections, or fewer when the descriptor limit leaves no room for them: a
+    server out of descriptors can neither accept a health check nor write a record."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(16, min(wanted, soft - 64))
+
+
+def connection_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """grpc core's limits per connection: what a client that opens connections and streams
+    without using them (or resets them as fast as it can) may hold."""
+    return [
+        ("grpc.max_connection_idle_ms", int(config.idle_timeout * 1000)),
+        # GOAWAY at that age: no new calls on the connection; no grace limit, so a bot's
+        # stream in a match is never cut by it.
+        ("grpc.max_connection_age_ms", int(config.max_connection_age * 1000)),
+        ("grpc.max_allowed_incoming_connections", connection_limit(config.max_connections)),
+        ("grpc.max_concurrent_streams", config.max_streams_per_connection),
+        # A TCP (or TLS) connection that does not complete its handshake is closed after 10 s.
+        ("grpc.server_handshake_timeout_ms", 10_000),
+        # Pings find dead peers whose connections would otherwise stay open for hours.
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        # No window growth: each stream may have at most 64 KiB in flight towards the server,
+        # so a client sending faster than it is read holds that much grpc memory, not gigabytes.
+        ("grpc.http2.bdp_probe", 0),
+    ]
+
+
+def check_bindable(address: str, flag: str) -> None:
+    """Binds *address* ("host:port", IPv6 hosts in brackets) once and lets it go again, so a
+    port in use is one line naming it and *flag*, not grpc core's log and a traceback.
+
+    :raises ValueError: when the address cannot be bound.
+    """
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"{flag} {address}: expected host:port")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(host, int(port_text), type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise ValueError(f"{flag} {address}: cannot resolve {host!r}: {e}") from None
+    family, kind, proto, _, where = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc and http.server do
+        try:
+            probe.bind(where)
+        except OSError as e:
+            raise ValueError(f"{flag} {address}: cannot listen there: {e.strerror or e}") from None
+
+
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Creates *path* if needed and writes a probe file into it.
+
+    :raises ValueError: one line naming the directory and *flag*, when it cannot be written.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: cannot write there: {e.strerror or e}") from None
+
+
 async def serve(address: str, config: ServerConfig, grace: float = 5.0, announce: bool = True) -> int:
     """Runs a server until SIGTERM or SIGINT, then shuts down within *grace* seconds."""
     generated = not config.admin_token
     server, port = create_server(address, config)
-    await server.start()
+    try:
+        await server.start()
+    except ValueError:
+        await server.grpc.stop(None)
+        raise
     log = get_logger()
     if announce and generated:
         print(f"gaigel serve: admin token (shown once): {server.admin_token}", file=sys.stderr, flush=True)
@@ -189,4 +306,13 @@ async def serve(address: str, config: ServerConfig, grace: float = 5.0, announce
     return 0
 
 
-__all__ = ["DEFAULT_ADDRESS", "GaigelServer", "ServerConfig", "create_server", "serve"]
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "GaigelServer",
+    "ServerConfig",
+    "check_bindable",
+    "check_writable_dir",
+    "connection_options",
+    "create_server",
+    "serve",
+]

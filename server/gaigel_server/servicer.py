@@ -28,10 +28,11 @@ from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_server import SERVER_VERSION, codec
 from gaigel_server.auth import HOUSE_PREFIX, AuthError, BotRegistry, bearer_token, tokens_equal
 from gaigel_server.clock import Clock
+from gaigel_server.guard import ByteBudget, PendingStreams, RateLimitedLog
 from gaigel_server.lobby import Lobby, ServiceError
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
-from gaigel_server.session import Abort, Answer, BotSession, Stream
+from gaigel_server.session import MAX_QUEUED_BYTES, Abort, Answer, BotSession, Outgoing, Stream
 from gaigel_server.table import ENDED, RUNNING, WAITING, Table
 
 _STATE_NAMES = {ms.MATCH_STATE_WAITING: WAITING, ms.MATCH_STATE_RUNNING: RUNNING, ms.MATCH_STATE_ENDED: ENDED}
@@ -43,6 +44,15 @@ A bot that sends without reading (an Action flood earns one ActionRejected each)
 otherwise make its queue grow without bound; pausing the reader lets HTTP/2 flow control
 push back on the bot instead.
 """
+BACKLOG_HIGH_BYTES = 256 * 1024
+"""The same pause, counted in bytes: 256 rejections of 64 KiB ids were 32 MiB per stream."""
+INBOUND_BYTES_PER_S = 64 * 1024
+INBOUND_BURST_BYTES = 256 * 1024
+"""What one session may send: 64 KiB/s after a burst of 256 KiB, a thousand times what a bot
+answering every decision at once sends (see :class:`gaigel_server.guard.ByteBudget`)."""
+MAX_DECISION_ID = 64
+"""Longest decision id accepted in an Action; the server issues 22 characters. Longer ones are
+rejected without being echoed back (an echo doubled what a flood cost the server)."""
 
 
 class BotServicer:
@@ -56,10 +66,18 @@ class BotServicer:
         join_timeout: float,
         max_message_bytes: int,
         max_streams: int = 1024,
+        max_pending_streams: int = 256,
+        slow_reader_timeout: float = 30.0,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
     ) -> None:
         self.lobby = lobby
         self.max_streams = max_streams
-        self.open_streams = 0
+        self.open_streams = 0  # streams past Join or Resume
+        self.pending = PendingStreams(max_pending_streams)
+        self.slow_reader_timeout = slow_reader_timeout
+        self.max_queued_bytes = max_queued_bytes
+        self.streams: set[Stream] = set()  # attached streams, for the watchdog
+        self._watchdog: asyncio.Task[None] | None = None
         self.registry = registry
         self.metrics = metrics
         self.join_timeout = join_timeout
@@ -81,34 +99,56 @@ class BotServicer:
         await context.abort(code, message)
 
     async def Play(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        """One session stream, counted against the server-wide stream limit."""
-        if self.open_streams >= self.max_streams:
-            await self._reject(
-                context,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"SERVER_FULL: {self.open_streams} bot streams are open, the limit of this server "
-                f"(gaigel serve --max-streams {self.max_streams}); retry later",
-            )
+        """One session stream: its first message within the Join timeout (in the budget of
+        waiting streams), then counted against the server-wide stream limit."""
+        it = request_iterator.__aiter__()
+        raw = await self._first_message(it, context)
+        if raw is None:
             return
         self.open_streams += 1
         try:
-            await self._play(request_iterator, context)
+            await self._play(raw, it, context)
         finally:
             self.open_streams -= 1
 
-    async def _play(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        it = request_iterator.__aiter__()
+    async def _first_message(
+        self, it: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> bytes | None:
+        """The first message, or None once the stream has been ended (timeout, pushed out, closed)."""
+        loop = asyncio.get_running_loop()
+        evicted: asyncio.Future[None] = loop.create_future()
+        ticket = self.pending.admit(lambda: _settle(evicted))
+        first: asyncio.Task[bytes] = loop.create_task(_next(it))
+        waiters: set[asyncio.Future[Any]] = {first, evicted}
         try:
-            raw = await asyncio.wait_for(it.__anext__(), self.join_timeout)
-        except TimeoutError:
+            done, _ = await asyncio.wait(waiters, timeout=self.join_timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.pending.done(ticket)
+            if not first.done():
+                first.cancel()
+                first.add_done_callback(_consume)  # a read that still ends is nobody's error
+        if first in done:
+            try:
+                return first.result()
+            except (StopAsyncIteration, grpc.RpcError, asyncio.CancelledError):
+                return None  # the client half-closed or cancelled before its first message
+        if evicted in done:
+            self.metrics.pending_evicted.inc()
+            await self._reject(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"SERVER_BUSY: {self.pending.limit} streams were waiting to send Join or Resume and this one "
+                "had waited longest; send Join or Resume as the first message at once",
+            )
+        else:
             await self._reject(
                 context,
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 f"no Join or Resume within the Join timeout of {self.join_timeout:g} s",
             )
-            return
-        except StopAsyncIteration:
-            return
+        return None
+
+    async def _play(self, raw: bytes, it: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
         try:
             first = bs.PlayRequest.FromString(raw)
         except DecodeError as e:
@@ -119,9 +159,15 @@ class BotServicer:
             )
             return
         kind = first.WhichOneof("message")
-        stream = Stream()
+        stream = Stream(self.max_queued_bytes)
         try:
             if kind == "join":
+                if self.open_streams > self.max_streams:  # this stream is counted already
+                    raise ServiceError(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"SERVER_FULL: {self.max_streams} bot streams are open, the limit of this server "
+                        f"(gaigel serve --max-streams {self.max_streams}); retry later",
+                    )
                 session = self._join(first.join)
                 session.attach(stream)
                 resumed = False
@@ -153,6 +199,10 @@ class BotServicer:
         log = self.log.bind(session_id=session.session_id, bot=session.bot_name)
         log.info("session_resumed" if resumed else "session_joined", version=session.bot_version)
         reader: asyncio.Task[None] | None = None
+        stream.writer = asyncio.current_task()
+        self.streams.add(stream)
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch())
         try:
             await context.write(
                 bs.PlayResponse(
@@ -179,12 +229,12 @@ class BotServicer:
                     break
                 if isinstance(item, Abort):
                     log.info("session_aborted", code=item.code.name, detail=item.message)
+                    if item.message.startswith("SLOW_READER"):
+                        self.metrics.slow_readers.inc()
                     await context.abort(item.code, item.message)
-                await context.write(item.message)
-                stream.wrote()
-                if item.sent is not None and not item.sent.done():
-                    item.sent.set_result(time.monotonic())
+                await self._write(context, stream, item)
         finally:
+            self.streams.discard(stream)
             if reader is not None:
                 reader.cancel()
             self.metrics.active_sessions.dec()
@@ -192,6 +242,48 @@ class BotServicer:
                 session.detach(stream)
                 self.lobby.stream_closed(session)
             log.info("session_stream_closed")
+
+    async def _write(self, context: grpc.aio.ServicerContext[Any, Any], stream: Stream, item: Outgoing) -> None:
+        """Writes one message. The watchdog (:meth:`_watch`) interrupts a write the bot does not
+        read within the slow-reader timeout, as does more than the byte budget waiting meanwhile:
+        grpc holds a stalled stream's bytes, and a bot that never reads must not hold them, or its
+        place, forever. (A watchdog, not a timeout per write: that cost every message a timer.)"""
+        stream.write_since = time.monotonic()
+        try:
+            await context.write(item.message)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not stream.stalled or task is None:
+                raise
+            task.uncancel()  # our own interruption, not the call's cancellation
+            self.metrics.slow_readers.inc()
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, stream.stalled)
+        finally:
+            stream.write_since = None
+        stream.wrote(item)
+        if item.sent is not None and not item.sent.done():
+            item.sent.set_result(time.monotonic())
+
+    def close(self) -> None:
+        """Stops the watchdog (the server is stopping)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+    async def _watch(self) -> None:
+        """Ends the streams whose write has waited longer than the slow-reader timeout."""
+        period = min(1.0, self.slow_reader_timeout / 4)
+        while True:
+            await asyncio.sleep(period)
+            limit = time.monotonic() - self.slow_reader_timeout
+            for stream in list(self.streams):
+                if stream.write_since is not None and stream.write_since < limit:
+                    stream.stall(self._slow_reader_message())
+
+    def _slow_reader_message(self) -> str:
+        return (
+            f"SLOW_READER: this bot read nothing for {self.slow_reader_timeout:g} s while the server had "
+            "messages for it; the stream is closed (Resume is possible during a match)"
+        )
 
     def _join(self, join: bs.Join) -> BotSession:
         if not join.bot_name or not join.bot_token:
@@ -216,11 +308,15 @@ class BotServicer:
                 table.fault(session.seat, reason, message, strike=False)
             stream.queue.put_nowait(Abort(code, f"{reason}: {message}"))
 
+        budget = ByteBudget(INBOUND_BYTES_PER_S, INBOUND_BURST_BYTES)
         with contextlib.suppress(grpc.RpcError, asyncio.CancelledError):
             async for raw in it:
                 if stream.closed:
                     return
-                await stream.writable(BACKLOG_HIGH)
+                await stream.writable(BACKLOG_HIGH, BACKLOG_HIGH_BYTES)
+                pause = budget.delay(len(raw))
+                if pause:
+                    await asyncio.sleep(pause)
                 try:
                     req = bs.PlayRequest.FromString(raw)
                 except DecodeError as e:
@@ -235,6 +331,9 @@ class BotServicer:
                     if not req.action.decision_id:
                         fail(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE", "Action.decision_id is required")
                         return
+                    if len(req.action.decision_id) > MAX_DECISION_ID:
+                        _reject_long_id(session, req.action)
+                        continue
                     answer = Answer(req.action.decision_id, req.action.action_id, time.monotonic())
                     table = session.table
                     if table is not None and table.state == RUNNING:
@@ -260,6 +359,44 @@ class BotServicer:
                 else:
                     fail(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE", "PlayRequest has no message set")
                     return
+            if not stream.closed and not session.leaving:
+                # The bot closed its sending side without Leave: it can answer nothing more, so it
+                # must not be seated (it would forfeit); in a match the disconnect policy applies.
+                stream.closed = True
+                stream.queue.put_nowait(
+                    Abort(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        "HALF_CLOSED: the bot closed its side of the stream without Leave; the session is "
+                        "ended (send Leave to end a session, or Resume within the grace period during a match)",
+                    )
+                )
+
+
+async def _next(it: AsyncIterator[bytes]) -> bytes:
+    return await it.__anext__()
+
+
+def _consume(task: asyncio.Task[bytes]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _reject_long_id(session: BotSession, action: bs.Action) -> None:
+    """ActionRejected for a decision id longer than any the server issues, without the id."""
+    session.send(
+        action_rejected=bs.ActionRejected(
+            decision_id="",
+            action_id=action.action_id,
+            reason=bs.REJECT_REASON_UNKNOWN_DECISION,
+            message=f"decision_id of {len(action.decision_id)} characters was never issued "
+            f"(this server issues ids of at most {MAX_DECISION_ID}); not echoed",
+        )
+    )
 
 
 def _serialize(message: Any) -> bytes:
@@ -310,6 +447,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self.default_clock = default_clock
         self.watch_without_token = watch_without_token
         self.log = get_logger()
+        self.refusal_log = RateLimitedLog()
 
     def handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         """The handler of gaigel.v1.MatchService, decoding requests itself (raw bytes in).
@@ -336,7 +474,8 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         token = bearer_token(context.invocation_metadata())
         if not token or not tokens_equal(token, self.admin_token):
             self.metrics.admin_refused.inc()
-            self.log.warning("admin_call_refused", peer=context.peer(), token_given=bool(token))
+            # One line per 10 s at most (with the number left out); gaigel_admin_refused_total counts all.
+            self.refusal_log.warning(self.log, "admin_call_refused", peer=context.peer(), token_given=bool(token))
             await context.abort(
                 grpc.StatusCode.UNAUTHENTICATED,
                 "MatchService needs the admin token as metadata 'authorization: Bearer <admin token>'"

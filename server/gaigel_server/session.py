@@ -37,24 +37,70 @@ class Outgoing:
     sent: asyncio.Future[float] | None = None
 
 
-class Stream:
-    """One attached gRPC stream: the queue its writer drains."""
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
+"""Bytes queued for one stream beyond which it is ended with SLOW_READER.
 
-    def __init__(self) -> None:
+The reader pauses long before (see ``BACKLOG_HIGH_BYTES`` in the servicer), so only what the
+table sends on its own (a bot in a match that stops reading) gets here; a whole match's
+messages for one seat are far below it.
+"""
+
+
+class Stream:
+    """One attached gRPC stream: the queue its writer drains, and its size in bytes."""
+
+    def __init__(self, max_queued_bytes: int = MAX_QUEUED_BYTES) -> None:
         self.queue: asyncio.Queue[Outgoing | Abort | None] = asyncio.Queue()
         self.closed = False
+        self.queued_bytes = 0
+        self.max_queued_bytes = max_queued_bytes
+        self.stalled = ""  # why the stream is being ended for not reading (SLOW_READER ...)
+        self.write_since: float | None = None  # when the write in progress started
+        self.writer: asyncio.Task[None] | None = None  # the task that writes (and may be stuck)
         self._drained = asyncio.Event()
 
-    async def writable(self, high: int) -> None:
-        """Returns once fewer than *high* messages wait to be written (backpressure on the reader)."""
-        while self.queue.qsize() >= high and not self.closed:
+    def put(self, item: Outgoing) -> None:
+        """Queues *item*; past :attr:`max_queued_bytes` the stream is ended instead (the bot is
+        not reading and the server will not hold its messages without bound)."""
+        if self.closed:
+            return
+        if self.queued_bytes + len(item.message) > self.max_queued_bytes:
+            self.stall(
+                f"SLOW_READER: more than {self.max_queued_bytes} bytes wait to be read by this bot; "
+                "the stream is closed (read your replies; Resume is possible during a match)"
+            )
+            return
+        self.queued_bytes += len(item.message)
+        self.queue.put_nowait(item)
+
+    def stall(self, reason: str) -> None:
+        """Ends the stream for not reading: a writer stuck in a write is interrupted (grpc would
+        hold it until the bot reads), one waiting for the next message gets an Abort."""
+        if self.stalled:
+            return
+        self.stalled, self.closed = reason, True
+        self.wake()
+        if self.write_since is not None and self.writer is not None:
+            self.writer.cancel()
+        else:
+            self.queue.put_nowait(Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason))
+
+    async def writable(self, high: int, high_bytes: int) -> None:
+        """Returns once fewer than *high* messages and *high_bytes* bytes wait to be written
+        (backpressure on the reader)."""
+        while (self.queue.qsize() >= high or self.queued_bytes >= high_bytes) and not self.closed:
             self._drained.clear()
             await self._drained.wait()
 
-    def wrote(self) -> None:
+    def wrote(self, item: Outgoing) -> None:
         """Called by the writer after each message: wakes a reader paused by :meth:`writable`."""
+        self.queued_bytes -= len(item.message)
         if not self._drained.is_set():
             self._drained.set()
+
+    def wake(self) -> None:
+        """Wakes a paused reader (the stream is ending)."""
+        self._drained.set()
 
 
 @dataclasses.dataclass
@@ -107,7 +153,7 @@ class BotSession:
             return None
         # Only a DecisionRequest needs its write time: no future for the other messages.
         fut: asyncio.Future[float] | None = loop.create_future() if loop is not None else None
-        self.stream.queue.put_nowait(Outgoing(data, fut))
+        self.stream.put(Outgoing(data, fut))
         return fut
 
     def attach(self, stream: Stream, after: int | None = None) -> None:
@@ -117,7 +163,7 @@ class BotSession:
         if after is not None:
             for sequence, data in self.buffer:
                 if sequence > after:
-                    stream.queue.put_nowait(Outgoing(data))
+                    stream.put(Outgoing(data))
 
     def detach(self, stream: Stream) -> None:
         """Forgets *stream* (it broke or ended)."""

@@ -1,0 +1,253 @@
+"""Issue 14: one client must not exhaust the server (bounded memory per session, a budget for
+streams before Join, slow readers and half-closed streams ended with a reason), refused admin
+calls logged at a bounded rate, and the health check speaking TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from srvkit import Admin, ScriptedBot, run, running_server
+from test_security import make_certificate
+
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+from gaigel_server import servicer
+from gaigel_server.guard import PendingStreams, RateLimitedLog
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _silent(port: int) -> tuple[grpc.aio.Channel, grpc.aio.StreamStreamCall[bs.PlayRequest, bs.PlayResponse]]:
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    return channel, bs_grpc.BotServiceStub(channel).Play()
+
+
+async def _welcomed(bot: ScriptedBot) -> bool:
+    await bot.open()
+    return (await asyncio.wait_for(bot.call.read(), 5.0)).WhichOneof("message") == "welcome"
+
+
+def test_streams_before_join_cannot_keep_a_join_out() -> None:
+    """With the budget of waiting streams full, a Join still gets in: the stream that waited
+    longest is ended with SERVER_BUSY (and the limit in the message)."""
+
+    async def scenario() -> None:
+        async with running_server(max_pending_streams=3, join_timeout=30.0) as (server, port):
+            silent = []
+            for _ in range(3):  # one after the other: the first is the one waiting longest
+                silent.append(_silent(port))
+                await silent[-1][1].wait_for_connection()
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.3)
+            assert server.play is not None and len(server.play.pending) == 3
+            bot = ScriptedBot(port, "alpha")
+            assert await _welcomed(bot)
+            oldest = silent[0][1]
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                await asyncio.wait_for(oldest.read(), 5.0)
+            assert ended.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "SERVER_BUSY" in (ended.value.details() or "") and "3 streams" in (ended.value.details() or "")
+            assert server.metrics.pending_evicted._value.get() == 1
+            for channel, call in silent:
+                call.cancel()
+                await channel.close()
+            await bot.close()
+
+    run(scenario())
+
+
+def test_pending_streams_evicts_the_oldest_first() -> None:
+    """The budget itself: admitting past the limit ends the oldest, and done() forgets a ticket."""
+    ended: list[int] = []
+    pending = PendingStreams(2)
+    a = pending.admit(lambda: ended.append(1))
+    pending.admit(lambda: ended.append(2))
+    pending.done(a)
+    pending.admit(lambda: ended.append(3))
+    assert ended == [] and len(pending) == 2
+    pending.admit(lambda: ended.append(4))
+    assert ended == [2] and pending.evicted == 1
+
+
+def test_a_long_decision_id_is_rejected_without_being_echoed() -> None:
+    """A 60 KiB decision id gets an ActionRejected of a few dozen bytes, not its id back."""
+
+    async def scenario() -> None:
+        async with running_server() as (_server, port):
+            bot = ScriptedBot(port, "alpha")
+            assert await _welcomed(bot)
+            await bot.act("x" * 60_000, 3)
+            msg = await asyncio.wait_for(bot.call.read(), 5.0)
+            rejected = msg.action_rejected
+            assert msg.WhichOneof("message") == "action_rejected" and rejected.decision_id == ""
+            assert "60000 characters" in rejected.message and msg.ByteSize() < 300
+            await bot.act("y" * servicer.MAX_DECISION_ID, 3)  # the longest allowed is still echoed
+            echoed = (await asyncio.wait_for(bot.call.read(), 5.0)).action_rejected
+            assert echoed.decision_id == "y" * servicer.MAX_DECISION_ID
+            await bot.close()
+
+    run(scenario())
+
+
+def test_a_bot_that_never_reads_is_ended_with_slow_reader() -> None:
+    """Actions without reading: once grpc cannot write any more for the slow-reader timeout, the
+    stream ends with RESOURCE_EXHAUSTED SLOW_READER, and the session is gone."""
+
+    async def scenario() -> None:
+        async with running_server(slow_reader_timeout=1.0) as (server, port):
+            bot = await _small_window_bot(port)
+            action = bs.PlayRequest(action=bs.Action(decision_id="z" * servicer.MAX_DECISION_ID, action_id=0))
+            await _flood_until_stalled(bot, action)
+            await bot.play()
+            assert bot.status == grpc.StatusCode.RESOURCE_EXHAUSTED, (bot.status, bot.details)
+            assert "SLOW_READER" in bot.details
+            assert server.metrics.slow_readers._value.get() == 1
+            await asyncio.sleep(0.2)
+            assert not server.lobby.sessions.get("alpha")
+            await bot.close()
+
+    run(scenario(), timeout=120)
+
+
+def test_a_stream_over_its_byte_budget_is_ended_at_once() -> None:
+    """With grpc's window full, what waits for a bot that does not read stops at the byte budget:
+    the stream ends then (long before the slow-reader timeout) with SLOW_READER."""
+
+    async def scenario() -> None:
+        async with running_server(max_queued_bytes=20_000, slow_reader_timeout=60.0) as (_server, port):
+            bot = await _small_window_bot(port)
+            action = bs.PlayRequest(action=bs.Action(decision_id="z" * servicer.MAX_DECISION_ID, action_id=0))
+            started = asyncio.get_running_loop().time()
+            await _flood_until_stalled(bot, action)
+            await bot.play()
+            assert bot.status == grpc.StatusCode.RESOURCE_EXHAUSTED, (bot.status, bot.details)
+            assert "more than 20000 bytes" in bot.details
+            assert asyncio.get_running_loop().time() - started < 30
+            await bot.close()
+
+    run(scenario(), timeout=120)
+
+
+async def _flood_until_stalled(bot: ScriptedBot, action: bs.PlayRequest) -> None:
+    """Writes *action* until a write stalls for 2 s (the server stopped reading) or fails; the
+    stalled write is left pending, as cancelling it would cancel the call."""
+    for _ in range(20_000):
+        write = asyncio.ensure_future(bot.call.write(action))
+        done, _ = await asyncio.wait({write}, timeout=2.0)
+        if not done:
+            write.add_done_callback(lambda w: w.cancelled() or w.exception())
+            return
+        if write.exception() is not None:
+            return
+
+
+async def _small_window_bot(port: int) -> ScriptedBot:
+    """A bot whose receive window stays small (no BDP growth): grpc's writes to it stall soon."""
+    bot = ScriptedBot(port, "alpha")
+    await bot.channel.close()
+    bot.channel = grpc.aio.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 16 * 1024)]
+    )
+    await bot.open()
+    return bot
+
+
+def test_a_half_closed_stream_is_ended_and_never_seated() -> None:
+    """A bot that closes its side without Leave gets FAILED_PRECONDITION HALF_CLOSED and is not
+    seated: a match for it stays waiting until a real session of that bot joins."""
+
+    async def scenario() -> None:
+        async with running_server() as (server, port):
+            admin = Admin(port)
+            half = ScriptedBot(port, "alpha")
+            assert await _welcomed(half)
+            await half.call.done_writing()
+            await half.play()
+            assert half.status == grpc.StatusCode.FAILED_PRECONDITION and "HALF_CLOSED" in half.details
+            match = await admin.create(2, ["alpha", "house:random"], hands=1, seed=3)
+            await asyncio.sleep(0.3)
+            assert (await admin.get(match.match_id)).state == ms.MATCH_STATE_WAITING
+            assert not server.lobby.sessions.get("alpha")
+            good = ScriptedBot(port, "alpha")
+            await asyncio.wait_for(good.run(), 30)
+            assert (await admin.wait_ended(match.match_id)).state == ms.MATCH_STATE_ENDED
+            for c in (half, good):
+                await c.close()
+            await admin.close()
+
+    run(scenario())
+
+
+def test_refused_admin_calls_are_counted_but_logged_once_per_interval() -> None:
+    """200 calls with a wrong token: the metric counts 200, the log has one line."""
+
+    class Log:
+        def __init__(self) -> None:
+            self.lines: list[dict[str, object]] = []
+
+        def warning(self, event: str, **fields: object) -> None:
+            self.lines.append({"event": event, **fields})
+
+    async def scenario() -> None:
+        async with running_server() as (server, port):
+            log = Log()
+            assert server.admin is not None
+            server.admin.refusal_log, server.admin.log = RateLimitedLog(interval=60.0), log
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+                stub = ms_grpc.MatchServiceStub(ch)
+                for _ in range(200):
+                    with contextlib.suppress(grpc.aio.AioRpcError):
+                        await stub.ListMatches(ms.ListMatchesRequest(), metadata=(("authorization", "Bearer no"),))
+            assert server.metrics.admin_refused._value.get() == 200
+            assert len(log.lines) == 1 and log.lines[0]["event"] == "admin_call_refused"
+
+    run(scenario())
+
+
+def test_rate_limited_log_reports_what_it_left_out() -> None:
+    now = [0.0]
+    lines: list[dict[str, object]] = []
+
+    class Log:
+        def warning(self, event: str, **fields: object) -> None:
+            lines.append(fields)
+
+    limited = RateLimitedLog(interval=10.0, clock=lambda: now[0])
+    for t in (0.0, 1.0, 2.0, 11.0):
+        now[0] = t
+        limited.warning(Log(), "refused")
+    assert [line["suppressed_since_last"] for line in lines] == [0, 2]
+
+
+def test_healthcheck_speaks_tls_to_a_tls_server(tmp_path: Path) -> None:
+    """docker/healthcheck.py: SERVING from a TLS server when told its certificate; a plaintext
+    check of the same server fails (the bug: it was always plaintext)."""
+    cert, key = make_certificate(tmp_path)
+
+    async def scenario() -> None:
+        async with running_server(tls_cert=str(cert), tls_key=str(key)) as (_s, port):
+            base = {k: v for k, v in os.environ.items() if not k.startswith("GAIGEL_HEALTH")}
+            base["GAIGEL_HEALTH_ADDRESS"] = f"0.0.0.0:{port}"
+            check = [sys.executable, str(REPO / "docker" / "healthcheck.py")]
+            tls = await asyncio.to_thread(
+                subprocess.run,
+                check,
+                env={**base, "GAIGEL_HEALTH_TLS_CERT": str(cert)},
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert tls.returncode == 0 and "SERVING" in tls.stdout, tls.stderr
+            plain = await asyncio.to_thread(subprocess.run, check, env=base, capture_output=True, text=True, timeout=30)
+            assert plain.returncode == 1 and "unhealthy" in plain.stderr
+
+    run(scenario())
