@@ -146,7 +146,9 @@ def test_arena_report_html_that_cannot_be_written(tmp_path: Path) -> None:
     assert _arena(tmp_path, tmp_path / "run").returncode == 0
     (tmp_path / "file").write_text("x")
     target = tmp_path / "file" / "report.html"  # a missing folder is created (the viewer pages go beside it)
-    one_line_error(gaigel("arena", "report", str(tmp_path / "run"), "--html", str(target)), f"--html {tmp_path / 'file'}")
+    one_line_error(
+        gaigel("arena", "report", str(tmp_path / "run"), "--html", str(target)), f"--html {tmp_path / 'file'}"
+    )
     one_line_error(gaigel("arena", "report", str(tmp_path / "run"), "--html", str(tmp_path)), "is a directory")
 
 
