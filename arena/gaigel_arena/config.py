@@ -38,8 +38,9 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
 Remote bots need a published server: ``[arena] listen = "0.0.0.0:50051"`` (with
 ``tls_cert``/``tls_key`` as ``gaigel serve`` has them). ``[clock] connect_wait_ms`` is how
 long a match waits for a remote bot that is not connected before its side forfeits
-(reason ``ABSENT``). ``[arena] bot_processes = "per_match"`` starts fresh bot processes
-for every match (no memory carried from one seating of a duplicate set to the next);
+(reason ``ABSENT``). ``[arena] bot_processes = "per_match"`` (the default) starts fresh bot
+processes for every match (no memory carried from one seating of a duplicate set to the
+next), ``"per_run"`` keeps them for the whole run (faster; for bots you trust);
 ``allow_in_match_duplicate = true`` accepts ``match.format = "duplicate"`` with bots that
 are not house bots (such a bot can remember its first seating's cards inside the match).
 
@@ -143,8 +144,10 @@ class ArenaConfig:
     loopback only. Never part of the config hash (nor are the TLS files)."""
     tls_cert: str | None = None
     tls_key: str | None = None
-    bot_processes: str = "per_run"
-    """``per_run``: bot processes play many matches; ``per_match``: fresh processes per match."""
+    bot_processes: str = "per_match"
+    """``per_match`` (default): fresh processes for every match, so nothing a bot remembers in one
+    seating of a duplicate set reaches the next; ``per_run``: processes play many matches (faster,
+    for trusted bots)."""
     allow_in_match_duplicate: bool = False
 
     @property
@@ -363,7 +366,7 @@ def _parse_submitted_bot_settings(arena: Mapping[str, Any], bots: tuple[BotConfi
         tls[key] = value
     if (tls["tls_cert"] is None) != (tls["tls_key"] is None):
         raise ConfigError("arena.tls_cert and arena.tls_key go together: set both or neither")
-    processes = arena.get("bot_processes", "per_run")
+    processes = arena.get("bot_processes", "per_match")
     if processes not in BOT_PROCESSES:
         raise ConfigError(f"arena.bot_processes must be one of {', '.join(BOT_PROCESSES)}, got {processes!r}")
     allow = arena.get("allow_in_match_duplicate", False)

@@ -10,7 +10,7 @@ enough bot processes are started once, for the whole run, to fill every seat of
 * ``house`` bots run as ``gaigel bot NAME`` (the Python client SDK), so mixed tables work.
 
 :meth:`GrpcExecutor.submit` creates the match through the MatchService (admin token,
-``request_id`` = the arena match id), waits until it has ended, fetches the match record
+``request_id`` = the arena match id and a per-attempt suffix), waits until it has ended, fetches the match record
 and returns the result; a server-side failure raises, so the runner replays the match
 (void). A bot process that exits is restarted; matches it was seated in end under the
 server's disconnect policy: after ``[clock] resume_grace_ms`` without a Resume its side
@@ -386,7 +386,7 @@ class GrpcExecutor:
             await asyncio.sleep(_POLL_S * 5)
 
     async def _register_aliases(
-        self, job: MatchJob, metadata: Any, aliases: dict[str, str], procs: set[subprocess.Popen[bytes]]
+        self, job: MatchJob, metadata: Any, aliases: dict[str, str], procs: dict[subprocess.Popen[bytes], str]
     ) -> None:
         """Per-match processes: a one-match alias (into *aliases*: alias -> configured name) and a process
         (into *procs*) for every seat of a local bot."""
@@ -401,7 +401,7 @@ class GrpcExecutor:
             aliases[alias] = name
             proc = self._spawn(bot, seat, (alias, reply.bot_token))
             self._match_procs.add(proc)
-            procs.add(proc)
+            procs[proc] = name
 
     async def _retire_aliases(self, aliases: dict[str, str], metadata: Any) -> None:
         from gaigel_api.v1 import match_service_pb2 as ms
@@ -410,7 +410,7 @@ class GrpcExecutor:
             with contextlib.suppress(Exception):  # a still-seated alias is revoked at shutdown with the server
                 await self._stub.UnregisterBot(ms.UnregisterBotRequest(bot_name=alias), metadata=metadata)
 
-    def _stop_match_procs(self, procs: set[subprocess.Popen[bytes]]) -> None:
+    def _stop_match_procs(self, procs: dict[subprocess.Popen[bytes], str]) -> None:
         for proc in procs:
             _kill_group(proc, signal.SIGKILL)  # one match only: nothing of the process may play on
             self._match_procs.discard(proc)
@@ -423,7 +423,7 @@ class GrpcExecutor:
         if absent:
             return self._absent_outcome(job, absent, started)
         metadata = (("authorization", f"Bearer {self._admin}"),)
-        procs: set[subprocess.Popen[bytes]] = set()
+        procs: dict[subprocess.Popen[bytes], str] = {}
         aliases: dict[str, str] = {}
         try:
             if self._per_match:
@@ -439,7 +439,7 @@ class GrpcExecutor:
         job: MatchJob,
         metadata: Any,
         aliases: dict[str, str],
-        procs: set[subprocess.Popen[bytes]],
+        procs: dict[subprocess.Popen[bytes], str],
         started: float,
     ) -> MatchOutcome:
         from gaigel_api.v1 import match_service_pb2 as ms
@@ -460,7 +460,8 @@ class GrpcExecutor:
                 ruleset_preset="default",
                 ruleset_overrides_json=json.dumps(rules),
                 first_dealer_seat=job.ruleset.players - 1,  # as MatchSpec's default: seat 0 leads hand 0
-                request_id=job.match_id,
+                # One id per attempt: a retried (void) match must not get the ended match of its last attempt.
+                request_id=f"{job.match_id}.{secrets.token_hex(4)}",
                 withhold_seed=True,  # duplicate sets play this seed again under other seatings
             ),
             metadata=metadata,
@@ -479,7 +480,7 @@ class GrpcExecutor:
             gone = [p for p in procs if p.poll() is not None]
             if gone and got.match.state == ms.MATCH_STATE_WAITING and self._cancel_waiting(server_id):
                 raise RuntimeError(
-                    f"a bot process of match {job.match_id} exited (code {gone[0].returncode}) before it joined"
+                    f"bot {procs[gone[0]]!r} exited (code {gone[0].returncode}) before it joined match {job.match_id}"
                 )
             await asyncio.sleep(_POLL_S)
         duration = time.perf_counter() - started
