@@ -131,7 +131,7 @@ def _start_web(args: argparse.Namespace, out: Path) -> Any:
 
 def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
-    from gaigel_arena.report import format_table, load_report, report_dict, write_html_report
+    from gaigel_arena.report import format_presence, format_table, load_report, report_dict, write_html_report
 
     target = args.dir if "://" in args.dir else Path(args.dir)
     report = load_report(target, samples=args.bootstrap, details=bool(args.html))
@@ -145,6 +145,8 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
         print(json.dumps(report_dict(report)))
     elif not args.html:
         print(format_table(report.standings, report.counts["done"], report.counts["total"]))
+        if report.presence:
+            print(format_presence(report))
     else:
         print(f"wrote {args.html} and {pages} new match page(s) in {Path(args.html).parent / 'matches'}")
     return 0
