@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -31,18 +32,39 @@ BOT = Path(__file__).parent / "bots" / "remote_bot.py"
 TOKEN = "remote-token-9f3c1a7e"
 
 
+def _certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (as tests/server/test_security.py makes it; skips without openssl)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"),
+            *("-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return cert, key
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _config(tmp_path: Path, port: int, *, sets: int, hands: int, wait_ms: int, extra_bots: str = "") -> Path:
+def _config(
+    tmp_path: Path, port: int, *, sets: int, hands: int, wait_ms: int, extra_bots: str = "", arena: str = ""
+) -> Path:
     (tmp_path / "friend.token").write_text(TOKEN + "\n")
     path = tmp_path / "remote.toml"
     path.write_text(
         f'[arena]\nname = "remote"\nseed = 5\nsets_per_pairing = {sets}\nworkers = 1\nlisten = "127.0.0.1:{port}"\n'
-        f"[game]\nplayers = 2\nhands = {hands}\n"
+        + arena
+        + f"[game]\nplayers = 2\nhands = {hands}\n"
         f"[clock]\nconnect_wait_ms = {wait_ms}\n"
         '[[bots]]\nname = "friend"\nremote = true\ntoken_file = "friend.token"\n'
         '[[bots]]\nname = "first"\nhouse = "first"\n' + extra_bots
@@ -65,17 +87,20 @@ def _arena(tmp_path: Path, config: Path) -> subprocess.Popen[str]:
     )
 
 
-def _remote_bot(tmp_path: Path, port: int, *, delay: float = 0.0, token: str = TOKEN) -> subprocess.Popen[bytes]:
-    """The bot "from another machine": only the published address, its name and its token."""
+def _remote_bot(tmp_path: Path, port: int, *, delay: float = 0.0, trust: Path | None = None) -> subprocess.Popen[bytes]:
+    """The bot "from another machine": only the published address, its name and its token
+    (and, with *trust*, TLS trusting that certificate)."""
     env = _env(
         tmp_path,
         GAIGEL_SERVER=f"127.0.0.1:{port}",
-        GAIGEL_TOKEN=token,
+        GAIGEL_TOKEN=TOKEN,
         GAIGEL_BOT_NAME="friend",
         GAIGEL_RESUME_FILE=str(tmp_path / "friend.resume"),
     )
+    if trust is not None:
+        env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(trust)
     return subprocess.Popen(
-        [sys.executable, str(BOT), "--delay", str(delay)],
+        [sys.executable, str(BOT), "--delay", str(delay), *(["--secure"] if trust else [])],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -149,6 +174,21 @@ def test_remote_bot_from_another_process_plays_its_matches(tmp_path: Path) -> No
             assert TOKEN.encode() not in path.read_bytes(), path
     report = json.loads(_report(tmp_path, "--json"))
     assert report["presence"]["friend"]["connected_s"] > 0
+
+
+def test_remote_bot_over_tls(tmp_path: Path) -> None:
+    """With tls_cert/tls_key the published port speaks TLS (the remote bot trusts the certificate),
+    while the arena's own bot processes keep playing over its loopback port."""
+    cert, key = _certificate(tmp_path)
+    port = _free_port()
+    tls = f'tls_cert = "{cert}"\ntls_key = "{key}"\n'
+    arena = _arena(tmp_path, _config(tmp_path, port, sets=1, hands=1, wait_ms=60_000, arena=tls))
+    bot = _remote_bot(tmp_path, port, trust=cert)
+    try:
+        _finish(arena)
+    finally:
+        _stop(bot)
+    assert _rows(tmp_path) == _inline_results(tmp_path, sets=1, hands=1)
 
 
 def test_remote_bot_that_never_connects_is_forfeited_as_absent(tmp_path: Path) -> None:
@@ -227,3 +267,53 @@ def test_killed_arena_with_a_remote_bot_resumes_without_counting_a_match_twice(t
     assert len(list(records.glob("*.json"))) == 6
     runs = _presence(tmp_path)
     assert len(runs) == 2 and runs[1]["bots"]["friend"]["connected_s"] > 0
+
+
+class TestRemoteConfig:
+    """Where a remote bot's token comes from, and the settings that go with remote bots."""
+
+    BASE: ClassVar[dict[str, Any]] = {"arena": {"listen": "0.0.0.0:50051"}, "game": {"players": 2}}
+
+    def _bots(self, **remote: Any) -> list[dict[str, Any]]:
+        return [{"name": "friend", "remote": True, **remote}, {"name": "first", "house": "first"}]
+
+    def test_token_from_the_environment_or_a_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("FRIEND_TOKEN", TOKEN)
+        config = parse_config({**self.BASE, "bots": self._bots(token_env="FRIEND_TOKEN")})
+        assert config.bot("friend").token == TOKEN and TOKEN not in repr(config.bot("friend"))
+        (tmp_path / "t").write_text(TOKEN + "\n")
+        from_file = parse_config({**self.BASE, "bots": self._bots(token_file="t")}, base_dir=tmp_path)
+        assert from_file.bot("friend").token == TOKEN
+        assert from_file.config_hash() == config.config_hash()  # the token is not part of the config
+
+    @pytest.mark.parametrize(
+        ("arena", "remote", "message"),
+        [
+            ({"listen": "0.0.0.0:50051"}, {"token_env": "GAIGEL_TEST_UNSET_VAR"}, "GAIGEL_TEST_UNSET_VAR"),
+            ({"listen": "0.0.0.0:50051"}, {"token_file": "missing"}, "cannot read token_file"),
+            ({"listen": "0.0.0.0:50051"}, {"token": "short"}, "at least 8"),
+            ({"listen": "0.0.0.0:50051"}, {"token": TOKEN, "token_env": "X"}, "one of token_env"),
+            ({}, {"token": TOKEN}, "need a published server"),
+            ({"listen": "nowhere"}, {"token": TOKEN}, "HOST:PORT"),
+            ({"listen": "0.0.0.0:1", "tls_cert": "c.pem"}, {"token": TOKEN}, "go together"),
+            ({"listen": "0.0.0.0:1", "bot_processes": "never"}, {"token": TOKEN}, "bot_processes"),
+        ],
+    )
+    def test_errors(self, tmp_path: Path, arena: dict[str, Any], remote: dict[str, Any], message: str) -> None:
+        from gaigel_arena.config import ConfigError
+
+        with pytest.raises(ConfigError, match=message) as e:
+            parse_config({"arena": arena, "bots": self._bots(**remote)}, base_dir=tmp_path)
+        assert TOKEN not in str(e.value)
+
+    def test_in_match_duplicate_with_submitted_bots_needs_an_opt_in(self) -> None:
+        """match.format = duplicate replays a deal inside one match: refused with non-house bots
+        unless allow_in_match_duplicate = true; house bots alone are fine."""
+        from gaigel_arena.config import ConfigError
+
+        game = {"players": 2, "hands": 2, "options": {"match.format": "duplicate"}}
+        bots = [{"name": "mine", "command": ["python", "bot.py"]}, {"name": "first", "house": "first"}]
+        with pytest.raises(ConfigError, match="allow_in_match_duplicate"):
+            parse_config({"game": game, "bots": bots})
+        assert parse_config({"arena": {"allow_in_match_duplicate": True}, "game": game, "bots": bots})
+        assert parse_config({"game": game, "bots": [{"name": "a", "house": "random"}, bots[1]]})

@@ -3,7 +3,8 @@ on its own to the arena's published server with GAIGEL_SERVER, GAIGEL_TOKEN and
 GAIGEL_BOT_NAME (and GAIGEL_RESUME_FILE, so a restarted process resumes its seat).
 Plays the first legal action, after ``--delay`` seconds per decision.
 
-python remote_bot.py [--delay S]
+python remote_bot.py [--delay S] [--secure]   (--secure: TLS; trust the certificate with
+GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)
 """
 
 from __future__ import annotations
@@ -29,4 +30,6 @@ class SlowFirstBot(Bot):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--delay", type=float, default=0.0)
-    run(SlowFirstBot(parser.parse_args().delay))
+    parser.add_argument("--secure", action="store_true")
+    args = parser.parse_args()
+    run(SlowFirstBot(args.delay), secure=args.secure)
