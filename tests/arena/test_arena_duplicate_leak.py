@@ -24,13 +24,16 @@ pytest.importorskip("gaigel_server.server")
 BOT = Path(__file__).parent / "bots" / "duplicate_leak_bot.py"
 
 
-def _run_arena(tmp_path: Path, processes: str | None) -> tuple[Path, Path]:
+def _run_arena(tmp_path: Path, processes: str | None, in_match: bool = False) -> tuple[Path, Path]:
     log = tmp_path / "leak.jsonl"
     setting = f'bot_processes = "{processes}"\n' if processes else ""
+    if in_match:
+        setting += "allow_in_match_duplicate = true\n"
+    options = '[game.options]\n"match.format" = "duplicate"\n' if in_match else ""
     config = tmp_path / "leak.toml"
     config.write_text(
         f'[arena]\nname = "leak"\nseed = 11\nsets_per_pairing = 3\nworkers = 1\nexecutor = "grpc"\n{setting}'
-        "[game]\nplayers = 2\nhands = 2\n"
+        f"[game]\nplayers = 2\nhands = 2\n{options}"
         f'[[bots]]\nname = "leak"\ncommand = {json.dumps([sys.executable, str(BOT)])}\n'
         '[[bots]]\nname = "first"\nhouse = "first"\n'
     )
@@ -83,3 +86,12 @@ def test_fresh_processes_per_match_leave_nothing_to_remember(tmp_path: Path) -> 
     assert _score(out, log)["predictions"] == 0
     seats = {s["bot"] for p in (out / "records").glob("*.json") for s in json.loads(p.read_text())["seats"]}
     assert seats == {"leak", "first"}
+
+
+def test_in_match_duplicate_still_leaks_when_the_organiser_opts_in(tmp_path: Path) -> None:
+    """What allow_in_match_duplicate = true accepts: hand 1 replays hand 0's deal in the other
+    seating inside one match, so even a fresh process knows the opponent's hand in hand 1 of
+    every match (the arena refuses this format with such bots unless opted in)."""
+    out, log = _run_arena(tmp_path, None, in_match=True)
+    score = _score(out, log)
+    assert score["predictions"] == 6 and score["hands"] == 6, score  # 6 matches, hand 1 of each

@@ -2,8 +2,8 @@
 
 It plays the first legal action and remembers, for every hand it has seen, the trump card,
 its own five cards, the cards the other seats played and the cards it drew (by talon
-position). When a hand starts with a trump card it remembers from an earlier match, the
-deal has come back in another seating of a duplicate set: the opponent now holds the
+position). When a hand starts with a trump card it remembers, the deal has come back in another seating (of a duplicate set
+of the arena, or inside a match with ``match.format = "duplicate"``): the opponent now holds the
 bot's old cards and the bot's old draws lie at the same talon positions. It writes one
 JSON line per recognised hand to ``$GAIGEL_LEAK_LOG`` (server match id, hand index, seat,
 predicted opponent hand as card ids, predicted talon cards by position).
@@ -53,11 +53,17 @@ class DuplicateLeakBot(Bot):
         }
 
     def _predict(self, hand_index: int, trump: int, hand: list[int]) -> None:
-        """Recognises the deal by its trump card; among several, the one whose opponents played my cards."""
-        seen = [m for m in self.memory if m["trump"] == trump and m["match"] != self.match_id]
+        """Recognises the deal by its trump card (the exact card, one of 48); among several, the one whose
+        other seats played most of my cards."""
+        mine = collections.Counter(hand)
+
+        def overlap(m: dict[str, Any]) -> int:
+            return sum(min(n, m["others_played"][c]) for c, n in mine.items())
+
+        seen = [m for m in self.memory if m["trump"] == trump]
         if not seen:
             return
-        best = max(seen, key=lambda m: sum(min(n, m["others_played"][c]) for c, n in collections.Counter(hand).items()))
+        best = max(seen, key=overlap)
         line = {
             "match_id": self.match_id,
             "hand_index": hand_index,
