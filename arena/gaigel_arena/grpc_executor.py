@@ -269,6 +269,20 @@ class GrpcExecutor:
             for k in range(workers * seats_per_side):
                 self._spawn(bot, k)
         self._monitor = asyncio.run_coroutine_threadsafe(self._watch_bots(), self._loop)
+        self._warn_about_memory()
+
+    def _warn_about_memory(self) -> None:
+        """Says which bots can carry what they saw from one seating of a duplicate set to the next."""
+        remembering = list(self._remote)
+        if not self._per_match:
+            remembering += [b.name for b in self._config.bots if b.kind == "command"]
+        if remembering:
+            log.warning(
+                "duplicate_memory",
+                bots=remembering,
+                why="these bots keep their memory between matches (remote, or bot_processes = per_run): "
+                "a bot that recognises a deal knows its opponent's cards in the other seating",
+            )
 
     # --- server and bots -----------------------------------------------------------------
 

@@ -164,7 +164,7 @@ def run_arena(
 
     :raises JournalError: if the journal belongs to another config or another run holds it.
     :raises ArenaError: if a match fails :data:`MAX_ATTEMPTS` times in a row.
-    :raises NotImplementedError: for command/remote bots (the gRPC executor is not ready).
+    :raises NotImplementedError: when the executor needed is not installed (see :func:`make_executor`).
     """
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -371,7 +371,7 @@ def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Exec
     :raises ValueError: for an unknown kind, or a local, inline or ray executor with
         non-house bots.
     :raises NotImplementedError: when the gRPC executor is needed but gaigel_server is
-        missing, for remote bots (not supported yet), or for the ray executor without Ray.
+        missing, or for the ray executor without Ray.
     :raises gaigel_arena.ray_executor.RayConnectError: when the Ray cluster cannot be reached.
     """
     only_house = all(b.kind == "house" for b in config.bots)
