@@ -145,7 +145,7 @@ class ArenaConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     bot_processes: str = "per_match"
-    """``per_match`` (default): fresh processes for every match, so nothing a bot remembers in one
+    """``per_match`` (default): fresh command-bot processes for every match, so nothing a bot remembers in one
     seating of a duplicate set reaches the next; ``per_run``: processes play many matches (faster,
     for trusted bots)."""
     allow_in_match_duplicate: bool = False

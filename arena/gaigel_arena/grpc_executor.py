@@ -33,7 +33,7 @@ then the absent bot's side forfeits without a match being played (reason ``ABSEN
 both sides when both are absent). :class:`Presence` counts each remote bot's connected
 and absent time; the runner has it written to ``presence.json`` for the report.
 
-``[arena] bot_processes = "per_match"`` starts fresh processes for every match, each under
+``[arena] bot_processes = "per_match"`` starts fresh command-bot processes for every match, each under
 a one-match alias name and token (registered before, revoked after the match; the record
 names the configured bot), so no process, session or token plays two seatings of a deal.
 """
@@ -264,8 +264,8 @@ class GrpcExecutor:
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self._match_procs: set[subprocess.Popen[bytes]] = set()
         for bot in config.bots:
-            if bot.kind == "remote" or self._per_match:
-                continue
+            if bot.kind == "remote" or (self._per_match and bot.kind == "command"):
+                continue  # house bots are the project's own code: their processes may play on
             for k in range(workers * seats_per_side):
                 self._spawn(bot, k)
         self._monitor = asyncio.run_coroutine_threadsafe(self._watch_bots(), self._loop)
@@ -403,12 +403,12 @@ class GrpcExecutor:
         self, job: MatchJob, metadata: Any, aliases: dict[str, str], procs: dict[subprocess.Popen[bytes], str]
     ) -> None:
         """Per-match processes: a one-match alias (into *aliases*: alias -> configured name) and a process
-        (into *procs*) for every seat of a local bot."""
+        (into *procs*) for every seat of a command bot."""
         from gaigel_api.v1 import match_service_pb2 as ms
 
         for seat, name in enumerate(job.seats):
             bot = self._config.bot(name)
-            if bot.kind == "remote":
+            if bot.kind != "command":
                 continue
             alias = f"{name[:50]}.{secrets.token_hex(6)}"
             reply = await self._stub.RegisterBot(ms.RegisterBotRequest(bot_name=alias), metadata=metadata)
