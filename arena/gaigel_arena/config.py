@@ -32,8 +32,17 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
 
     [[bots]]
     name = "friend"
-    remote = true           # ... or a bot that connects on its own with this token
-    token = "..."
+    remote = true           # ... or a bot that connects on its own with its token:
+    token_env = "FRIEND_TOKEN"   # read from this environment variable (or token_file = "...")
+
+Remote bots need a published server: ``[arena] listen = "0.0.0.0:50051"`` (with
+``tls_cert``/``tls_key`` as ``gaigel serve`` has them). ``[clock] connect_wait_ms`` is how
+long a match waits for a remote bot that is not connected before its side forfeits
+(reason ``ABSENT``). ``[arena] bot_processes = "per_match"`` (the default) starts fresh bot
+processes for every match (no memory carried from one seating of a duplicate set to the
+next), ``"per_run"`` keeps them for the whole run (faster; for bots you trust);
+``allow_in_match_duplicate = true`` accepts ``match.format = "duplicate"`` with bots that
+are not house bots (such a bot can remember its first seating's cards inside the match).
 
 :func:`load_config` raises :class:`ConfigError` (a :class:`ValueError`) with one line
 that names the file, the key and what is allowed.
@@ -76,16 +85,16 @@ class BotConfig:
     house: str = ""
     command: tuple[str, ...] = ()
     token: str = dataclasses.field(default="", repr=False)
+    """A remote bot's token (from ``token``, ``token_env`` or ``token_file``); never printed."""
 
     def canonical(self) -> dict[str, Any]:
-        """JSON-ready description; a token is replaced by a short hash of it."""
+        """JSON-ready description; a remote bot's token is left out (a credential, not a result:
+        rotating it must not orphan the journal, and the journal must not hold a guessable hash)."""
         out: dict[str, Any] = {"name": self.name, "kind": self.kind}
         if self.kind == "house":
             out["house"] = self.house
         elif self.kind == "command":
             out["command"] = list(self.command)
-        else:
-            out["token_sha256"] = hashlib.sha256(self.token.encode()).hexdigest()[:16]
         return out
 
 
@@ -97,12 +106,16 @@ class ClockConfig:
     bank_ms: int = 10_000
     resume_grace_ms: int = 20_000
     """How long a bot whose stream broke (a crash) may take to resume before its side forfeits."""
+    connect_wait_ms: int = 60_000
+    """How long a match waits for an absent remote bot (counted from when it was last connected)."""
 
     def canonical(self) -> dict[str, int]:
-        """JSON-ready; ``resume_grace_ms`` only when not the default, so older config hashes stay valid."""
+        """JSON-ready; the grace and wait only when not the default, so older config hashes stay valid."""
         out = {"decision_ms": self.decision_ms, "bank_ms": self.bank_ms}
         if self.resume_grace_ms != ClockConfig.resume_grace_ms:
             out["resume_grace_ms"] = self.resume_grace_ms
+        if self.connect_wait_ms != ClockConfig.connect_wait_ms:
+            out["connect_wait_ms"] = self.connect_wait_ms
         return out
 
 
@@ -126,6 +139,16 @@ class ArenaConfig:
     ray_address: str | None = None
     """Ray cluster for ``executor = "ray"`` (``HOST:PORT``, ``auto``, ``ray://HOST:PORT`` or
     ``local``); None: ``RAY_ADDRESS`` or a local cluster. Never part of the config hash."""
+    listen: str = ""
+    """Address of the published match server remote bots connect to (``HOST:PORT``); empty:
+    loopback only. Never part of the config hash (nor are the TLS files)."""
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    bot_processes: str = "per_match"
+    """``per_match`` (default): fresh command-bot processes for every match, so nothing a bot remembers in one
+    seating of a duplicate set reaches the next; ``per_run``: processes play many matches (faster,
+    for trusted bots)."""
+    allow_in_match_duplicate: bool = False
 
     @property
     def bot_names(self) -> tuple[str, ...]:
@@ -209,20 +232,31 @@ def _int(table: Mapping[str, Any], section: str, key: str, default: int, lo: int
 def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> ArenaConfig:
     """Validates parsed TOML (a dict) into an :class:`ArenaConfig`.
 
-    *base_dir* is accepted for resolving relative paths of bot commands in a later
-    version; commands are stored as written.
+    Commands are stored as written (they run where ``gaigel arena run`` was started); a
+    relative ``token_file`` is read from *base_dir* (the config's folder; default: the
+    current one).
 
     :raises ConfigError: naming the first invalid key.
     """
-    del base_dir
     unknown = sorted(set(data) - {"arena", "game", "clock", "bots"})
     if unknown:
         raise ConfigError(f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [[bots]])")
     arena = _table(
-        data, "arena", {"name", "seed", "sets_per_pairing", "workers", "keep_records", "executor", "ray_address"}
+        data,
+        "arena",
+        {
+            "name",
+            "seed",
+            "sets_per_pairing",
+            "workers",
+            "keep_records",
+            "executor",
+            "ray_address",
+            *_SUBMITTED_BOT_KEYS,
+        },
     )
     game = _table(data, "game", {"players", "rules", "hands", "options"})
-    clock = _table(data, "clock", {"decision_ms", "bank_ms", "resume_grace_ms"})
+    clock = _table(data, "clock", {"decision_ms", "bank_ms", "resume_grace_ms", "connect_wait_ms"})
 
     name = arena.get("name", "arena")
     if not isinstance(name, str) or not name.strip():
@@ -265,8 +299,18 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         decision_ms=_int(clock, "clock", "decision_ms", 1000, 1),
         bank_ms=_int(clock, "clock", "bank_ms", 10_000, 0),
         resume_grace_ms=_int(clock, "clock", "resume_grace_ms", 20_000, 0),
+        connect_wait_ms=_int(clock, "clock", "connect_wait_ms", 60_000, 0),
     )
-    bots = _parse_bots(data.get("bots", []))
+    bots = _parse_bots(data.get("bots", []), base_dir)
+    submitted = _parse_submitted_bot_settings(arena, bots)
+    if ruleset.match_format == "duplicate" and not submitted["allow_in_match_duplicate"]:
+        others = [b.name for b in bots if b.kind != "house"]
+        if others:
+            raise ConfigError(
+                f'match.format = "duplicate" replays each deal inside the match, so bot(s) {", ".join(others)} '
+                "could remember their first seating's cards and know the opponents' hands in the second; "
+                "set [arena] allow_in_match_duplicate = true to accept that (see docs/operator-guide.md)"
+            )
     if len(bots) < ruleset.num_sides:
         raise ConfigError(
             f"{players} players with {ruleset.num_sides} sides need at least {ruleset.num_sides} bots, got {len(bots)}"
@@ -290,6 +334,7 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         keep_records=keep_records,
         executor=executor,
         ray_address=ray_address,
+        **submitted,
     )
 
 
@@ -299,7 +344,64 @@ inline in the runner process, grpc through a local match server with bot process
 ray: Ray tasks on a Ray cluster (house bots only; never chosen by auto)."""
 
 
-def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
+_SUBMITTED_BOT_KEYS = ("listen", "tls_cert", "tls_key", "bot_processes", "allow_in_match_duplicate")
+BOT_PROCESSES = ("per_run", "per_match")
+
+
+def _parse_submitted_bot_settings(arena: Mapping[str, Any], bots: tuple[BotConfig, ...]) -> dict[str, Any]:
+    """The [arena] keys for remote and untrusted bots: the published address, TLS and process isolation."""
+    listen = arena.get("listen", "")
+    if not isinstance(listen, str) or (listen and ":" not in listen):
+        raise ConfigError(f'arena.listen must be "HOST:PORT" such as "0.0.0.0:50051", got {listen!r}')
+    remote = [b.name for b in bots if b.kind == "remote"]
+    if remote and not listen:
+        raise ConfigError(
+            f'remote bots ({", ".join(remote)}) need a published server: set [arena] listen = "0.0.0.0:50051"'
+        )
+    tls: dict[str, str | None] = {}
+    for key in ("tls_cert", "tls_key"):
+        value = arena.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"arena.{key} must be a file path, got {value!r}")
+        tls[key] = value
+    if (tls["tls_cert"] is None) != (tls["tls_key"] is None):
+        raise ConfigError("arena.tls_cert and arena.tls_key go together: set both or neither")
+    processes = arena.get("bot_processes", "per_match")
+    if processes not in BOT_PROCESSES:
+        raise ConfigError(f"arena.bot_processes must be one of {', '.join(BOT_PROCESSES)}, got {processes!r}")
+    allow = arena.get("allow_in_match_duplicate", False)
+    if not isinstance(allow, bool):
+        raise ConfigError(f"arena.allow_in_match_duplicate must be true or false, got {allow!r}")
+    return {"listen": listen, **tls, "bot_processes": processes, "allow_in_match_duplicate": allow}
+
+
+def _remote_token(entry: Mapping[str, Any], where: str, base_dir: Path | None) -> str:
+    """A remote bot's token from exactly one of token, token_env and token_file (never echoed in errors)."""
+    given = [k for k in ("token", "token_env", "token_file") if k in entry]
+    if len(given) != 1:
+        raise ConfigError(f'{where}: a remote bot needs one of token_env = "VAR", token_file = "PATH" or token = "..."')
+    key = given[0]
+    value = entry[key]
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}.{key} must be a non-empty string")
+    if key == "token_env":
+        token = os.environ.get(value, "")
+        if not token:
+            raise ConfigError(f"{where}: environment variable {value} (token_env) is not set")
+    elif key == "token_file":
+        path = (base_dir or Path()) / value
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{where}: cannot read token_file {path}: {getattr(e, 'strerror', None) or e}") from None
+    else:
+        token = value
+    if len(token) < 8:
+        raise ConfigError(f"{where}: the token ({key}) must have at least 8 characters")
+    return token
+
+
+def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]:
     from gaigel.bots import HOUSE_BOTS
 
     if not isinstance(raw, list):
@@ -310,10 +412,11 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
         where = f"bots[{i}]"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where} must be a table")
-        unknown = sorted(set(entry) - {"name", "house", "command", "remote", "token"})
+        allowed = {"name", "house", "command", "remote", "token", "token_env", "token_file"}
+        unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ConfigError(
-                f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: name, house, command, remote, token)"
+                f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})"
             )
         name = entry.get("name")
         if not isinstance(name, str):
@@ -329,8 +432,8 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
         kinds = [k for k in ("house", "command", "remote") if k in entry]
         if len(kinds) != 1:
             raise ConfigError(f'{where} needs exactly one of house = "...", command = [...] or remote = true')
-        if "token" in entry and kinds != ["remote"]:
-            raise ConfigError(f"{where}: token is only for remote bots")
+        if any(k in entry for k in ("token", "token_env", "token_file")) and kinds != ["remote"]:
+            raise ConfigError(f"{where}: token, token_env and token_file are only for remote bots")
         if kinds == ["house"]:
             house = entry["house"]
             if house not in HOUSE_BOTS:
@@ -344,8 +447,5 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
         else:
             if entry["remote"] is not True:
                 raise ConfigError(f"{where}: remote must be true (or leave it out)")
-            token = entry.get("token")
-            if not isinstance(token, str) or len(token) < 8:
-                raise ConfigError(f'{where}: a remote bot needs token = "..." (at least 8 characters)')
-            bots.append(BotConfig(name=name, kind="remote", token=token))
+            bots.append(BotConfig(name=name, kind="remote", token=_remote_token(entry, where, base_dir)))
     return tuple(bots)

@@ -10,7 +10,7 @@ enough bot processes are started once, for the whole run, to fill every seat of
 * ``house`` bots run as ``gaigel bot NAME`` (the Python client SDK), so mixed tables work.
 
 :meth:`GrpcExecutor.submit` creates the match through the MatchService (admin token,
-``request_id`` = the arena match id), waits until it has ended, fetches the match record
+``request_id`` = the arena match id and a per-attempt suffix), waits until it has ended, fetches the match record
 and returns the result; a server-side failure raises, so the runner replays the match
 (void). A bot process that exits is restarted; matches it was seated in end under the
 server's disconnect policy: after ``[clock] resume_grace_ms`` without a Resume its side
@@ -23,7 +23,19 @@ command started) and, on Linux, die with the runner even when it is killed with
 ``kill -9``: a small launcher sets ``PR_SET_PDEATHSIG`` and then execs the bot command
 (no ``preexec_fn``: running Python code between fork and exec is unsafe with gRPC
 threads). Processes that a bot command starts itself are not covered by that signal.
-``remote`` bots (connecting on their own to a published server) are not supported yet.
+
+``remote`` bots connect on their own, with their configured token, to the address in
+``[arena] listen`` (TLS when ``tls_cert``/``tls_key`` are set; the local bot processes use
+a second, loopback-only port). A match with a remote bot is created on the server only
+while that bot has a connected session; otherwise it waits until ``[clock]
+connect_wait_ms`` have passed since the bot was last connected (or since the start), and
+then the absent bot's side forfeits without a match being played (reason ``ABSENT``;
+both sides when both are absent). :class:`Presence` counts each remote bot's connected
+and absent time; the runner has it written to ``presence.json`` for the report.
+
+``[arena] bot_processes = "per_match"`` starts fresh command-bot processes for every match, each under
+a one-match alias name and token (registered before, revoked after the match; the record
+names the configured bot), so no process, session or token plays two seatings of a deal.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -48,7 +61,12 @@ from gaigel_arena.config import ArenaConfig, BotConfig
 from gaigel_arena.executors import MatchJob, MatchOutcome
 from gaigel_harness.launch import bot_environment, find_program
 
-__all__ = ["GrpcExecutor", "forfeit_reason"]
+__all__ = ["ABSENT", "GrpcExecutor", "Presence", "absent_result", "forfeit_reason"]
+
+ABSENT = "ABSENT"
+"""Reason code of a forfeit for a remote bot that was not connected within ``connect_wait_ms``."""
+PRESENCE_FORMAT = "gaigel.arena.presence.v1"
+_PRESENCE_WRITE_S = 2.0
 
 log = structlog.get_logger("gaigel_arena")
 
@@ -115,25 +133,115 @@ def forfeit_reason(record: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def absent_result(job: MatchJob, sides: tuple[str, ...], absent: list[str], wait_s: float) -> dict[str, Any]:
+    """The result of a match not played because remote bot(s) *absent* stayed away: their sides forfeit."""
+    rules = job.ruleset
+    lost = [x for x, bot in enumerate(sides) if bot in absent]
+    first = lost[0]
+    seat = rules.seats_of(first)[0]
+    return {
+        "winners": [x for x in range(rules.num_sides) if x not in lost] or lost,
+        "sides": [
+            {
+                "side": x,
+                "seats": list(rules.seats_of(x)),
+                "bots": [job.seats[s] for s in rules.seats_of(x)],
+                "hands_won": 0,
+                "dashes": 0,
+            }
+            for x in range(rules.num_sides)
+        ],
+        "termination": "forfeit",
+        "hands_played": 0,
+        "forfeit_sides": lost,
+        "forfeit": {
+            "side": first,
+            "seat": seat,
+            "bot": sides[first],
+            "reason": ABSENT,
+            "message": f"remote bot(s) {', '.join(absent)} not connected within {wait_s:g} s; the match was not played",
+        },
+    }
+
+
+class Presence:
+    """Connected and absent time of each remote bot in this run, kept as the arena's ``presence.json``.
+
+    The file holds one entry per run (a resumed arena appends one), so the report adds them up.
+    """
+
+    def __init__(self, bots: list[str]) -> None:
+        now = time.monotonic()
+        self.connected: dict[str, bool] = dict.fromkeys(bots, False)
+        self.seconds: dict[str, dict[str, float]] = {b: {"connected_s": 0.0, "absent_s": 0.0} for b in bots}
+        self.absent_since: dict[str, float] = dict.fromkeys(bots, now)
+        self.forfeits: dict[str, int] = dict.fromkeys(bots, 0)
+        self._last = now
+        self._started = time.time()
+        self._path: Path | None = None
+        self._earlier: list[Any] = []
+        self._written = 0.0
+
+    def update(self, connected: dict[str, bool]) -> None:
+        """Adds the time since the last update to each bot's state, then takes the new states."""
+        now = time.monotonic()
+        for bot, was in self.connected.items():
+            self.seconds[bot]["connected_s" if was else "absent_s"] += now - self._last
+            if was and not connected[bot]:
+                self.absent_since[bot] = now
+            self.connected[bot] = connected[bot]
+        self._last = now
+
+    def attach(self, path: Path) -> None:
+        """Keeps the runs already in *path* (an earlier run of the same arena) and writes to it from now on."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            self._earlier = list(data["runs"]) if data.get("format") == PRESENCE_FORMAT else []
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self._earlier = []
+        self._path = path
+        self.write()
+
+    def write(self, force: bool = True) -> None:
+        """Writes the file (every :data:`_PRESENCE_WRITE_S` at most unless *force*)."""
+        if self._path is None or (not force and time.monotonic() - self._written < _PRESENCE_WRITE_S):
+            return
+        self._written = time.monotonic()
+        run = {
+            "started": self._started,
+            "updated": time.time(),
+            "bots": {
+                b: {
+                    "connected_s": round(self.seconds[b]["connected_s"], 3),
+                    "absent_s": round(self.seconds[b]["absent_s"], 3),
+                    "absent_forfeits": self.forfeits[b],
+                }
+                for b in self.seconds
+            },
+        }
+        with contextlib.suppress(OSError):  # a report aid: a full disk must not stop the arena
+            write_json_atomic({"format": PRESENCE_FORMAT, "runs": [*self._earlier, run]}, self._path)
+
+
 class GrpcExecutor:
     """Plays matches through a local match server with bot processes started once per run."""
 
     def __init__(self, config: ArenaConfig, workers: int) -> None:
-        remote = [b.name for b in config.bots if b.kind == "remote"]
-        if remote:
-            raise NotImplementedError(
-                f"remote bots ({', '.join(remote)}) need a published server; not supported by the arena yet"
-            )
         from gaigel_server.clock import Clock
         from gaigel_server.server import ServerConfig
 
         self.workers = workers
         self._config = config
-        self._tokens = {b.name: secrets.token_urlsafe(18) for b in config.bots}
+        self._tokens = {b.name: b.token if b.kind == "remote" else secrets.token_urlsafe(18) for b in config.bots}
+        self._remote = [b.name for b in config.bots if b.kind == "remote"]
+        self.presence = Presence(self._remote)
+        self._per_match = config.bot_processes == "per_match"
         self._admin = secrets.token_urlsafe(18)
         self._server_config = ServerConfig(
             admin_token=self._admin,
             bots=dict(self._tokens),
+            tls_cert=config.tls_cert,
+            tls_key=config.tls_key,
             clock=Clock(
                 decision_time=config.clock.decision_ms / 1000.0,
                 bank=config.clock.bank_ms / 1000.0,
@@ -154,10 +262,27 @@ class GrpcExecutor:
         self.port: int = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
         seats_per_side = config.ruleset.players // config.ruleset.num_sides
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        self._match_procs: set[subprocess.Popen[bytes]] = set()
         for bot in config.bots:
+            if bot.kind == "remote" or (self._per_match and bot.kind == "command"):
+                continue  # house bots are the project's own code: their processes may play on
             for k in range(workers * seats_per_side):
                 self._spawn(bot, k)
         self._monitor = asyncio.run_coroutine_threadsafe(self._watch_bots(), self._loop)
+        self._warn_about_memory()
+
+    def _warn_about_memory(self) -> None:
+        """Says which bots can carry what they saw from one seating of a duplicate set to the next."""
+        remembering = list(self._remote)
+        if not self._per_match:
+            remembering += [b.name for b in self._config.bots if b.kind == "command"]
+        if remembering:
+            log.warning(
+                "duplicate_memory",
+                bots=remembering,
+                why="these bots keep their memory between matches (remote, or bot_processes = per_run): "
+                "a bot that recognises a deal knows its opponent's cards in the other seating",
+            )
 
     # --- server and bots -----------------------------------------------------------------
 
@@ -167,11 +292,15 @@ class GrpcExecutor:
         from gaigel_api.v1 import match_service_pb2_grpc
         from gaigel_server.server import create_server
 
-        self._server, port = create_server("127.0.0.1:0", self._server_config)
+        listen = self._config.listen
+        self._server, published = create_server(listen or "127.0.0.1:0", self._server_config)
+        # The arena's own bots and stub use a loopback port without TLS; only remote bots use the published one.
+        port = self._server.grpc.add_insecure_port("127.0.0.1:0") if listen else published
         await self._server.start()
         self._channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
         self._stub = match_service_pb2_grpc.MatchServiceStub(self._channel)
-        log.info("arena_grpc_server_started", port=port)
+        log.info("arena_grpc_server_started", port=port, listen=listen or None, published_port=published)
+        self.published_port = int(published)
         return int(port)
 
     def _command(self, bot: BotConfig) -> list[str]:
@@ -179,10 +308,10 @@ class GrpcExecutor:
             return [sys.executable, "-m", "gaigel.cli", "bot", bot.house]
         return list(bot.command)
 
-    def _spawn(self, bot: BotConfig, k: int) -> None:
-        env = bot_environment(
-            GAIGEL_SERVER=f"127.0.0.1:{self.port}", GAIGEL_TOKEN=self._tokens[bot.name], GAIGEL_BOT_NAME=bot.name
-        )
+    def _spawn(self, bot: BotConfig, k: int, alias: tuple[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Starts a process of *bot*: its pool process *k*, or under a one-match *alias* (name, token)."""
+        name, token = alias or (bot.name, self._tokens[bot.name])
+        env = bot_environment(GAIGEL_SERVER=f"127.0.0.1:{self.port}", GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
         command = self._command(bot)
         program = command[0]
         if find_program(program, env) is None:
@@ -199,11 +328,24 @@ class GrpcExecutor:
             )
         except OSError as e:
             raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {e.strerror}") from None
-        self._procs[(bot.name, k)] = proc
+        if alias is None:
+            self._procs[(bot.name, k)] = proc
+        return proc
+
+    def _remote_connected(self) -> dict[str, bool]:
+        sessions = self._server.lobby.sessions
+        return {b: any(s.connected and not s.closed for s in sessions.get(b, ())) for b in self._remote}
+
+    async def _note_presence(self) -> None:
+        self.presence.update(self._remote_connected())
+        self.presence.write()
 
     async def _watch_bots(self) -> None:
         while not self._closing:
             await asyncio.sleep(_RESTART_CHECK_S)
+            if self._remote:
+                self.presence.update(self._remote_connected())
+                self.presence.write(force=False)
             for (name, k), proc in list(self._procs.items()):
                 if proc.poll() is not None and not self._closing and not self._failed:
                     now = time.monotonic()
@@ -230,25 +372,110 @@ class GrpcExecutor:
 
     # --- matches -------------------------------------------------------------------------
 
-    async def _play(self, job: MatchJob) -> MatchOutcome:
+    def _absent(self, bots: set[str]) -> tuple[list[str], bool]:
+        """The remote bots of *bots* not connected now, and whether all of them are past their wait."""
+        self.presence.update(self._remote_connected())
+        absent = [b for b in self._remote if b in bots and not self.presence.connected[b]]
+        wait = self._config.clock.connect_wait_ms / 1000.0
+        now = time.monotonic()
+        return absent, bool(absent) and all(now - self.presence.absent_since[b] >= wait for b in absent)
+
+    def _absent_outcome(self, job: MatchJob, absent: list[str], started: float) -> MatchOutcome:
+        sides = tuple(job.seats[self._config.ruleset.seats_of(x)[0]] for x in range(self._config.ruleset.num_sides))
+        result = absent_result(job, sides, absent, self._config.clock.connect_wait_ms / 1000.0)
+        for bot in absent:
+            self.presence.forfeits[bot] += 1
+        self.presence.write()
+        log.warning("match_forfeit", match_id=job.match_id, **result["forfeit"])
+        return MatchOutcome(job.match_id, result, None, time.perf_counter() - started)
+
+    async def _wait_for_remote(self, job: MatchJob) -> list[str]:
+        """Waits while a remote bot of *job* is absent but within its wait; the bots that stayed away."""
+        while True:
+            absent, expired = self._absent(set(job.seats))
+            if not absent or expired:
+                return absent
+            if self._failed:
+                raise RuntimeError(self._failed)
+            await asyncio.sleep(_POLL_S * 5)
+
+    async def _register_aliases(
+        self, job: MatchJob, metadata: Any, aliases: dict[str, str], procs: dict[subprocess.Popen[bytes], str]
+    ) -> None:
+        """Per-match processes: a one-match alias (into *aliases*: alias -> configured name) and a process
+        (into *procs*) for every seat of a command bot."""
         from gaigel_api.v1 import match_service_pb2 as ms
 
+        for seat, name in enumerate(job.seats):
+            bot = self._config.bot(name)
+            if bot.kind != "command":
+                continue
+            alias = f"{name[:50]}.{secrets.token_hex(6)}"
+            reply = await self._stub.RegisterBot(ms.RegisterBotRequest(bot_name=alias), metadata=metadata)
+            aliases[alias] = name
+            proc = self._spawn(bot, seat, (alias, reply.bot_token))
+            self._match_procs.add(proc)
+            procs[proc] = name
+
+    async def _retire_aliases(self, aliases: dict[str, str], metadata: Any) -> None:
+        from gaigel_api.v1 import match_service_pb2 as ms
+
+        for alias in aliases:
+            with contextlib.suppress(Exception):  # a still-seated alias is revoked at shutdown with the server
+                await self._stub.UnregisterBot(ms.UnregisterBotRequest(bot_name=alias), metadata=metadata)
+
+    def _stop_match_procs(self, procs: dict[subprocess.Popen[bytes], str]) -> None:
+        for proc in procs:
+            _kill_group(proc, signal.SIGKILL)  # one match only: nothing of the process may play on
+            self._match_procs.discard(proc)
+
+    async def _play(self, job: MatchJob) -> MatchOutcome:
         if self._failed:
             raise RuntimeError(self._failed)
+        started = time.perf_counter()
+        absent = await self._wait_for_remote(job)
+        if absent:
+            return self._absent_outcome(job, absent, started)
         metadata = (("authorization", f"Bearer {self._admin}"),)
+        procs: dict[subprocess.Popen[bytes], str] = {}
+        aliases: dict[str, str] = {}
+        try:
+            if self._per_match:
+                await self._register_aliases(job, metadata, aliases, procs)
+            return await self._play_on_server(job, metadata, aliases, procs, started)
+        finally:
+            if self._per_match:
+                self._stop_match_procs(procs)
+                await self._retire_aliases(aliases, metadata)
+
+    async def _play_on_server(
+        self,
+        job: MatchJob,
+        metadata: Any,
+        aliases: dict[str, str],
+        procs: dict[subprocess.Popen[bytes], str],
+        started: float,
+    ) -> MatchOutcome:
+        from gaigel_api.v1 import match_service_pb2 as ms
+
+        by_name = {name: alias for alias, name in aliases.items()}
         rules = job.ruleset.to_dict()
         rules.pop("players", None)
-        started = time.perf_counter()
+        seat_bots = [job.seats[s] for s in range(len(job.seats))]
+        if aliases:  # each seat of a local bot has its own alias, in seat order
+            pending = list(aliases)
+            seat_bots = [pending.pop(0) if name in by_name else name for name in job.seats]
         created = await self._stub.CreateMatch(
             ms.CreateMatchRequest(
                 players=job.ruleset.players,
-                seat_bots=list(job.seats),
+                seat_bots=seat_bots,
                 hands=job.hands,
                 seed=job.seed,
                 ruleset_preset="default",
                 ruleset_overrides_json=json.dumps(rules),
                 first_dealer_seat=job.ruleset.players - 1,  # as MatchSpec's default: seat 0 leads hand 0
-                request_id=job.match_id,
+                # One id per attempt: a retried (void) match must not get the ended match of its last attempt.
+                request_id=f"{job.match_id}.{secrets.token_hex(4)}",
                 withhold_seed=True,  # duplicate sets play this seed again under other seatings
             ),
             metadata=metadata,
@@ -260,10 +487,19 @@ class GrpcExecutor:
                 break
             if self._failed:
                 raise RuntimeError(self._failed)
+            if got.match.state == ms.MATCH_STATE_WAITING and self._remote:
+                absent, expired = self._absent(set(job.seats))
+                if expired and self._cancel_waiting(server_id):
+                    return self._absent_outcome(job, absent, started)
+            gone = [p for p in procs if p.poll() is not None]
+            if gone and got.match.state == ms.MATCH_STATE_WAITING and self._cancel_waiting(server_id):
+                raise RuntimeError(
+                    f"bot {procs[gone[0]]!r} exited (code {gone[0].returncode}) before it joined match {job.match_id}"
+                )
             await asyncio.sleep(_POLL_S)
         duration = time.perf_counter() - started
         reply = await self._stub.GetMatchRecord(ms.GetMatchRecordRequest(match_id=server_id), metadata=metadata)
-        record = json.loads(reply.record_json)
+        record = _rename(json.loads(reply.record_json), aliases)
         result = record.get("result")
         if not isinstance(result, dict) or "sides" not in result:
             raise RuntimeError(f"match {job.match_id} ended without a result (server match {server_id})")
@@ -278,6 +514,37 @@ class GrpcExecutor:
             write_json_atomic(record, job.record_path)
         return MatchOutcome(job.match_id, result, job.record_path, duration)
 
+    def _cancel_waiting(self, server_id: str) -> bool:
+        """Cancels a match still waiting for a seat's session; False if it has started meanwhile.
+
+        Runs on the server's own loop, so the check and the cancel cannot be split by a start.
+        """
+        from gaigel_server.table import WAITING
+
+        table = self._server.lobby.tables.get(server_id)
+        if table is None or table.state != WAITING:
+            return False
+        self._server.lobby.cancel(table, "cancelled", "a remote bot stayed away")
+        return True
+
+    def ready(self, seats: tuple[str, ...]) -> bool:
+        """Whether a match with *seats* can be issued now: its remote bots are connected or past their wait.
+
+        Read from the runner's thread: a snapshot of the presence states, good enough for ordering.
+        """
+        if not self._remote:
+            return True
+        wait = self._config.clock.connect_wait_ms / 1000.0
+        now = time.monotonic()
+        return all(
+            self.presence.connected.get(b, True) or now - self.presence.absent_since[b] >= wait for b in set(seats)
+        )
+
+    def attach_presence_log(self, path: Path) -> None:
+        """Has the remote bots' connected and absent time written to *path* (kept across resumed runs)."""
+        if self._remote:
+            self.presence.attach(path)
+
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
         """Plays *job* on the server; the future raises for a void match."""
         return asyncio.run_coroutine_threadsafe(self._play(job), self._loop)
@@ -285,10 +552,14 @@ class GrpcExecutor:
     def shutdown(self) -> None:
         """Stops the bots, the server and the loop thread."""
         self._closing = True
-        for proc in self._procs.values():
+        if self._remote:
+            with contextlib.suppress(Exception):  # the loop may be gone already; the last periodic write stands
+                asyncio.run_coroutine_threadsafe(self._note_presence(), self._loop).result(timeout=5)
+        procs = [*self._procs.values(), *self._match_procs]
+        for proc in procs:
             _kill_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + 3.0
-        for proc in self._procs.values():
+        for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             _kill_group(proc, signal.SIGKILL)  # the bot if it did not stop, and what it started
@@ -305,3 +576,16 @@ class GrpcExecutor:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+
+
+def _rename(value: Any, aliases: dict[str, str]) -> Any:
+    """*value* (a record) with every string that is a one-match alias replaced by its bot's configured name."""
+    if not aliases:
+        return value
+    if isinstance(value, str):
+        return aliases.get(value, value)
+    if isinstance(value, list):
+        return [_rename(v, aliases) for v in value]
+    if isinstance(value, dict):
+        return {k: _rename(v, aliases) for k, v in value.items()}
+    return value

@@ -29,6 +29,7 @@ from gaigel_arena.runner import journal_results
 __all__ = [
     "ArenaReport",
     "MatchEntry",
+    "format_presence",
     "format_table",
     "load_report",
     "render_html",
@@ -80,6 +81,8 @@ class ArenaReport:
     standings: Standings
     bots: tuple[str, ...]
     matches: tuple[MatchEntry, ...] = ()
+    presence: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    """Remote bots: connected and absent seconds over all runs, and the matches forfeited as absent."""
 
 
 FaultCache = dict[str, tuple[dict[str, Any], ...] | None]
@@ -129,6 +132,29 @@ def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | No
     return tuple(out)
 
 
+def _load_presence(folder: Path | None, matches: tuple[MatchEntry, ...]) -> dict[str, dict[str, float]]:
+    """Each remote bot's time from the arena's presence.json (summed over runs) and its ABSENT forfeits
+    from the journal (a forfeit replayed after a crash counts once)."""
+    if folder is None:
+        return {}
+    try:
+        runs = json.loads((folder / "presence.json").read_text(encoding="utf-8"))["runs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for run in runs if isinstance(runs, list) else []:
+        for bot, times in (run.get("bots") or {}).items() if isinstance(run, dict) else ():
+            row = out.setdefault(str(bot), {"connected_s": 0.0, "absent_s": 0.0, "absent_forfeits": 0})
+            for key in ("connected_s", "absent_s"):
+                value = times.get(key) if isinstance(times, dict) else None
+                row[key] += float(value) if isinstance(value, (int, float)) else 0.0
+    for entry in matches:
+        forfeit = (entry.result or {}).get("forfeit") or {}
+        if entry.status == "done" and forfeit.get("reason") == "ABSENT" and forfeit.get("bot") in out:
+            out[forfeit["bot"]]["absent_forfeits"] += 1
+    return {bot: {k: round(v, 3) for k, v in row.items()} for bot, row in out.items()}
+
+
 def load_report(
     path: DbTarget, samples: int = 1000, details: bool = False, fault_cache: FaultCache | None = None
 ) -> ArenaReport:
@@ -158,6 +184,7 @@ def load_report(
     standings = build_standings(results, samples=samples, seed=seed)
     bots = tuple(str(b["name"]) for b in config.get("bots", []))
     cache = (fault_cache if fault_cache is not None else {}) if details else None
+    entries = _entries(rows, folder, cache)
     return ArenaReport(
         str(config.get("arena", {}).get("name", "arena")),
         config,
@@ -165,7 +192,8 @@ def load_report(
         results,
         standings,
         bots,
-        _entries(rows, folder, cache),
+        entries,
+        _load_presence(folder, entries),
     )
 
 
@@ -202,6 +230,7 @@ def report_dict(report: ArenaReport) -> dict[str, Any]:
         "games_rated": len(report.results),
         "connected": report.standings.connected,
         "bots": bots,
+        "presence": report.presence,
         "standings": report.standings.to_dict(),
         "config": report.config,
     }
@@ -237,6 +266,45 @@ def format_table(standings: Standings, done: int | None = None, total: int | Non
     if not standings.connected:
         lines.append("note: not every bot has met every other; ratings of separate groups are not comparable")
     return "\n".join(lines)
+
+
+def _span_text(seconds: float) -> str:
+    """A connected or absent time: ``42 s``, ``3 min 05 s``, ``2 h 03 min``."""
+    whole = round(seconds)
+    if whole >= 3600:
+        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    if whole >= 60:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{seconds:.1f} s"
+
+
+def format_presence(report: ArenaReport) -> str:
+    """Remote bots' connected and absent time as text lines ("" without remote bots)."""
+    if not report.presence:
+        return ""
+    lines = ["remote bots:"]
+    for bot, row in report.presence.items():
+        lines.append(
+            f"  {bot:<20} connected {_span_text(row['connected_s'])}, absent {_span_text(row['absent_s'])}, "
+            f"{int(row['absent_forfeits'])} absent forfeits"
+        )
+    return "\n".join(lines)
+
+
+def _presence_rows(report: ArenaReport) -> str:
+    if not report.presence:
+        return ""
+    rows = "".join(
+        f'<tr><td class="name">{html.escape(bot)}</td><td>{_span_text(row["connected_s"])}</td>'
+        f"<td>{_span_text(row['absent_s'])}</td><td>{int(row['absent_forfeits'])}</td></tr>"
+        for bot, row in report.presence.items()
+    )
+    return f"""<h2>Remote bots</h2>
+<p class="caption">Time each remote bot was connected to the arena's server and absent from it (all runs), and the
+matches its side forfeited because it stayed away longer than connect_wait_ms (reason ABSENT).</p>
+<table id="presence"><tr><th class="name">bot</th><th>connected</th><th>absent</th><th>absent forfeits</th></tr>
+{rows}</table>
+"""
 
 
 # --- HTML ----------------------------------------------------------------------------------
@@ -544,7 +612,7 @@ green: the row's bot scored more, red: less. Hover a cell for the likelihood of 
 <table id="faults-per-bot"><tr><th class="name">bot</th><th>faults</th><th>matches with faults</th>
 <th class="name">by reason</th></tr>
 {"".join(fault_rows)}</table>
-<h2>Matches</h2>
+{_presence_rows(report)}<h2>Matches</h2>
 <p class="caption">Every scheduled match in schedule order; the bold bot's side won. Follow a match id to step
 through the match in the viewer.</p>
 <table id="matches"><tr><th>#</th><th class="name">match</th><th class="name">sides</th><th>seed</th>

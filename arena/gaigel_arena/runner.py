@@ -42,6 +42,9 @@ __all__ = [
 MAX_ATTEMPTS = 3
 """A match that fails (void) this many times in one run stops the arena."""
 
+PRESENCE_FILE = "presence.json"
+"""Connected and absent time of remote bots, per run, in the arena folder (read by the report)."""
+
 RATINGS_REFRESH_S = 2.0
 """Without a progress line, the live ratings (metrics) are recomputed this often."""
 
@@ -162,7 +165,7 @@ def run_arena(
 
     :raises JournalError: if the journal belongs to another config or another run holds it.
     :raises ArenaError: if a match fails :data:`MAX_ATTEMPTS` times in a row.
-    :raises NotImplementedError: for command/remote bots (the gRPC executor is not ready).
+    :raises NotImplementedError: when the executor needed is not installed (see :func:`make_executor`).
     """
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -176,6 +179,9 @@ def run_arena(
 
     factory = executor_factory or (lambda c, w: make_executor(c, w, executor))
     pool = factory(config, n_workers)  # fails fast (before the journal exists) for an unavailable executor
+    attach = getattr(pool, "attach_presence_log", None)  # executors with remote bots count their presence
+    if attach is not None:
+        attach(out_dir / PRESENCE_FILE)
     try:
         return _run(
             config, schedule, db_path, records_dir, pool, n_workers, metrics, progress, started, bootstrap_samples
@@ -280,9 +286,7 @@ def _drive(
     done, total = counts["done"], counts["total"]
     try:
         while queue or in_flight:
-            batch: list[ScheduledMatch] = []
-            while queue and len(in_flight) + len(batch) < window:
-                batch.append(queue.pop())
+            batch = _next_batch(queue, window - len(in_flight), bool(in_flight), getattr(pool, "ready", None))
             if batch:
                 journal.issue(m.match_id for m in batch)
                 for m in batch:
@@ -340,6 +344,28 @@ _KNOWN: frozenset[str] = frozenset(MATCH_TERMINATIONS)
 _DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES})
 
 
+def _next_batch(
+    queue: list[ScheduledMatch], room: int, busy: bool, ready: Callable[[tuple[str, ...]], bool] | None
+) -> list[ScheduledMatch]:
+    """Up to *room* matches from the end of *queue* (schedule order), taken out of it.
+
+    With remote bots the executor's *ready* says whether a match can go now (its remote bots
+    are connected, or their wait is over): matches that are not ready stay queued behind the
+    ready ones; only when nothing else runs does the first of them go (to wait for its bot).
+    """
+    if ready is None:
+        return [queue.pop() for _ in range(min(room, len(queue)))]
+    batch: list[ScheduledMatch] = []
+    i = len(queue) - 1
+    while i >= 0 and len(batch) < room:
+        if ready(queue[i].seats):
+            batch.append(queue.pop(i))
+        i -= 1
+    if not batch and not busy and queue and room > 0:
+        batch.append(queue.pop())
+    return batch
+
+
 def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:
     """The executor for *config*: local when every bot is a house bot, else gRPC.
 
@@ -349,7 +375,7 @@ def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Exec
     :raises ValueError: for an unknown kind, or a local, inline or ray executor with
         non-house bots.
     :raises NotImplementedError: when the gRPC executor is needed but gaigel_server is
-        missing, for remote bots (not supported yet), or for the ray executor without Ray.
+        missing, or for the ray executor without Ray.
     :raises gaigel_arena.ray_executor.RayConnectError: when the Ray cluster cannot be reached.
     """
     only_house = all(b.kind == "house" for b in config.bots)

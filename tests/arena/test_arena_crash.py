@@ -42,6 +42,7 @@ seed = 3
 sets_per_pairing = {sets}
 workers = 1
 executor = "grpc"
+bot_processes = "per_run"  # one process per bot, restarted after a crash
 
 [game]
 players = 2

@@ -46,10 +46,13 @@ class TestGrpcExecutor:
         for record in (tmp_path / "grpc" / "records").glob("*.json"):
             assert json.loads(record.read_text())["match_id"] == record.stem
 
-    def test_crashing_command_bot_stops_the_arena(self, tmp_path: Path) -> None:
-        """A bot command that keeps exiting ends the run with an error naming the bot."""
+    @pytest.mark.parametrize("processes", ["per_match", "per_run"])
+    def test_crashing_command_bot_stops_the_arena(self, tmp_path: Path, processes: str) -> None:
+        """A bot command that keeps exiting ends the run with an error naming the bot
+        (per_match: its matches fail 3 times; per_run: it exits too often)."""
         bots = [{"name": "broken", "command": [sys.executable, "-c", "raise SystemExit(3)"]}, GRPC_BOTS[1]]
-        data = {"arena": {"sets_per_pairing": 1}, "game": {"players": 2, "hands": 1}, "bots": bots}
+        arena = {"sets_per_pairing": 1, "bot_processes": processes}
+        data = {"arena": arena, "game": {"players": 2, "hands": 1}, "bots": bots}
         with pytest.raises(Exception, match="'broken' exited"):
             run_arena(parse_config(data), tmp_path / "o", workers=1, bootstrap_samples=0)
         statuses = {status for status, _ in _results(tmp_path / "o" / "arena.sqlite").values()}

@@ -142,10 +142,11 @@ class TestConfig:
         """Command and remote bots parse; the token is not stored in the canonical form."""
         config = parse_config(
             {
+                "arena": {"listen": "127.0.0.1:0"},
                 "bots": [
                     {"name": "a", "command": ["python", "bot.py"]},
                     {"name": "b", "remote": True, "token": "secret-token"},
-                ]
+                ],
             }
         )
         assert [b.kind for b in config.bots] == ["command", "remote"]
