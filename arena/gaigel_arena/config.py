@@ -31,6 +31,15 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
     command = ["python", "mybot.py"]   # ... or a process that connects over gRPC ...
 
     [[bots]]
+    name = "stranger"
+    build = "submissions/stranger"      # ... or a submission folder with a Dockerfile
+    sandbox = "podman"                  # or an image = "..."; sandbox: auto, podman, process, none
+
+    [sandbox]                          # limits of sandboxed command bots (docs/operator-guide.md)
+    default = "auto"                    # podman for bots with an image where podman exists, else process
+    memory_mb = 512
+
+    [[bots]]
     name = "friend"
     remote = true           # ... or a bot that connects on its own with this token
     token = "..."
@@ -52,6 +61,7 @@ from typing import Any, Literal
 
 from gaigel.deal import STANDARD_PLAYER_COUNTS, player_counts_text
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+from gaigel_arena.sandbox import SANDBOXES, SandboxConfig, parse_sandbox
 from gaigel_arena.schedule import check_unambiguous_ids
 from gaigel_server.auth import check_bot_name
 
@@ -76,6 +86,12 @@ class BotConfig:
     house: str = ""
     command: tuple[str, ...] = ()
     token: str = dataclasses.field(default="", repr=False)
+    sandbox: str = ""
+    """``auto``, ``podman``, ``process`` or ``none``; empty: the arena's ``[sandbox] default``."""
+    image: str = ""
+    """Container image of a sandboxed bot (``command`` then runs in it, else its CMD)."""
+    build: str = ""
+    """Submission folder whose Dockerfile the arena builds into the bot's image."""
 
     def canonical(self) -> dict[str, Any]:
         """JSON-ready description; a token is replaced by a short hash of it."""
@@ -84,6 +100,8 @@ class BotConfig:
             out["house"] = self.house
         elif self.kind == "command":
             out["command"] = list(self.command)
+            # What the bot is (its image), not how it is confined: only when set, so older hashes stay valid.
+            out.update({key: getattr(self, key) for key in ("image", "build") if getattr(self, key)})
         else:
             out["token_sha256"] = hashlib.sha256(self.token.encode()).hexdigest()[:16]
         return out
@@ -123,6 +141,8 @@ class ArenaConfig:
     bots: tuple[BotConfig, ...]
     keep_records: bool = True
     executor: str = "auto"
+    sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+    """How command bots are confined; like ``workers``, never part of the config hash."""
     ray_address: str | None = None
     """Ray cluster for ``executor = "ray"`` (``HOST:PORT``, ``auto``, ``ray://HOST:PORT`` or
     ``local``); None: ``RAY_ADDRESS`` or a local cluster. Never part of the config hash."""
@@ -209,15 +229,16 @@ def _int(table: Mapping[str, Any], section: str, key: str, default: int, lo: int
 def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> ArenaConfig:
     """Validates parsed TOML (a dict) into an :class:`ArenaConfig`.
 
-    *base_dir* is accepted for resolving relative paths of bot commands in a later
-    version; commands are stored as written.
+    *base_dir* (the config file's folder) resolves a bot's relative ``build`` folder;
+    commands are stored as written.
 
     :raises ConfigError: naming the first invalid key.
     """
-    del base_dir
-    unknown = sorted(set(data) - {"arena", "game", "clock", "bots"})
+    unknown = sorted(set(data) - {"arena", "game", "clock", "bots", "sandbox"})
     if unknown:
-        raise ConfigError(f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [[bots]])")
+        raise ConfigError(
+            f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [sandbox], [[bots]])"
+        )
     arena = _table(
         data, "arena", {"name", "seed", "sets_per_pairing", "workers", "keep_records", "executor", "ray_address"}
     )
@@ -266,7 +287,16 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         bank_ms=_int(clock, "clock", "bank_ms", 10_000, 0),
         resume_grace_ms=_int(clock, "clock", "resume_grace_ms", 20_000, 0),
     )
-    bots = _parse_bots(data.get("bots", []))
+    sandbox_table = _table(
+        data,
+        "sandbox",
+        {f.name for f in dataclasses.fields(SandboxConfig)},
+    )
+    try:
+        sandbox = parse_sandbox(sandbox_table)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    bots = _parse_bots(data.get("bots", []), base_dir)
     if len(bots) < ruleset.num_sides:
         raise ConfigError(
             f"{players} players with {ruleset.num_sides} sides need at least {ruleset.num_sides} bots, got {len(bots)}"
@@ -290,6 +320,7 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         keep_records=keep_records,
         executor=executor,
         ray_address=ray_address,
+        sandbox=sandbox,
     )
 
 
@@ -299,7 +330,30 @@ inline in the runner process, grpc through a local match server with bot process
 ray: Ray tasks on a Ray cluster (house bots only; never chosen by auto)."""
 
 
-def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
+def _sandbox_keys(entry: Mapping[str, Any], where: str, base_dir: Path | None) -> dict[str, str]:
+    """The bot's ``sandbox``, ``image`` and ``build`` keys, checked; ``build`` made absolute."""
+    out: dict[str, str] = {}
+    for key in ("sandbox", "image", "build"):
+        if key in entry:
+            value = entry[key]
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{where}: {key} must be a non-empty string, got {value!r}")
+            out[key] = value
+    if out.get("sandbox", "auto") not in SANDBOXES:
+        raise ConfigError(f"{where}: sandbox must be one of {', '.join(SANDBOXES)}, got {out['sandbox']!r}")
+    if "image" in out and "build" in out:
+        raise ConfigError(f"{where}: give image or build, not both")
+    if "build" in out:
+        folder = Path(out["build"])
+        if not folder.is_absolute() and base_dir is not None:
+            folder = base_dir / folder
+        if not (folder / "Dockerfile").is_file():
+            raise ConfigError(f"{where}: build = {out['build']!r} has no Dockerfile ({folder / 'Dockerfile'})")
+        out["build"] = str(folder)
+    return out
+
+
+def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]:
     from gaigel.bots import HOUSE_BOTS
 
     if not isinstance(raw, list):
@@ -310,10 +364,11 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
         where = f"bots[{i}]"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where} must be a table")
-        unknown = sorted(set(entry) - {"name", "house", "command", "remote", "token"})
+        allowed = {"name", "house", "command", "remote", "token", "sandbox", "image", "build"}
+        unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ConfigError(
-                f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: name, house, command, remote, token)"
+                f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})"
             )
         name = entry.get("name")
         if not isinstance(name, str):
@@ -326,7 +381,12 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
             raise ConfigError(f"bot name {name!r} is used twice")
         seen.add(name)
         where = f"bot {name!r}"
+        sandboxing = _sandbox_keys(entry, where, base_dir)
         kinds = [k for k in ("house", "command", "remote") if k in entry]
+        if not kinds and ("image" in sandboxing or "build" in sandboxing):
+            kinds = ["command"]  # the image's own CMD
+        if sandboxing and kinds != ["command"]:
+            raise ConfigError(f"{where}: sandbox, image and build are only for command bots")
         if len(kinds) != 1:
             raise ConfigError(f'{where} needs exactly one of house = "...", command = [...] or remote = true')
         if "token" in entry and kinds != ["remote"]:
@@ -337,10 +397,12 @@ def _parse_bots(raw: Any) -> tuple[BotConfig, ...]:
                 raise ConfigError(f"{where}: unknown house bot {house!r} (house bots: {', '.join(sorted(HOUSE_BOTS))})")
             bots.append(BotConfig(name=name, kind="house", house=house))
         elif kinds == ["command"]:
-            command = entry["command"]
-            if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+            command = entry.get("command", [])
+            if not isinstance(command, list) or not all(isinstance(c, str) and c for c in command):
                 raise ConfigError(f'{where}: command must be a non-empty list of strings, e.g. ["python", "bot.py"]')
-            bots.append(BotConfig(name=name, kind="command", command=tuple(command)))
+            if not command and "image" not in sandboxing and "build" not in sandboxing:
+                raise ConfigError(f'{where}: command must be a non-empty list of strings, e.g. ["python", "bot.py"]')
+            bots.append(BotConfig(name=name, kind="command", command=tuple(command), **sandboxing))
         else:
             if entry["remote"] is not True:
                 raise ConfigError(f"{where}: remote must be true (or leave it out)")

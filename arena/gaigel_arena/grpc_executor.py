@@ -24,6 +24,13 @@ command started) and, on Linux, die with the runner even when it is killed with
 (no ``preexec_fn``: running Python code between fork and exec is unsafe with gRPC
 threads). Processes that a bot command starts itself are not covered by that signal.
 ``remote`` bots (connecting on their own to a published server) are not supported yet.
+
+Command bots run in the sandbox their config asks for (:mod:`gaigel_arena.sandbox`):
+``podman`` containers reach the server through a unix socket in a private folder (the
+server listens there too), ``process`` bots get rlimits. A bot process that ends is a
+fault with a reason code (``SANDBOX_OOM``, ``SANDBOX_PIDS``, ``SANDBOX_CPU``, ``BOT_EXIT``)
+in :attr:`GrpcExecutor.bot_faults` and the log; the records of the matches where it
+disconnected get the fault too, and a forfeit it caused is named by it.
 """
 
 from __future__ import annotations
@@ -34,16 +41,20 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from gaigel.record import write_json_atomic
+from gaigel_arena import sandbox
 from gaigel_arena.config import ArenaConfig, BotConfig
 from gaigel_arena.executors import MatchJob, MatchOutcome
 from gaigel_harness.launch import bot_environment, find_program
@@ -151,6 +162,15 @@ class GrpcExecutor:
         self._restarts: dict[str, list[float]] = {}
         """Per bot: when its processes exited, within the last :data:`RESTART_WINDOW_S`."""
         self._exits: dict[str, int] = {}
+        self._sandboxes, self._images = self._prepare_sandboxes(config)
+        self._socket_dir = tempfile.mkdtemp(prefix="gaigel-arena-sock-") if self._images else ""
+        self._containers: dict[tuple[str, int], str] = {}
+        self._cgroup_files: dict[tuple[str, int], dict[str, Path]] = {}
+        self._cpu_used: dict[tuple[str, int], float] = {}
+        self._pids_seen: dict[tuple[str, int], int] = {}
+        self._limit_killed: set[tuple[str, int]] = set()
+        self.bot_faults: list[dict[str, Any]] = []
+        """Every bot process that ended: bot, instance, reason code, message, monotonic time ``at``."""
         self.port: int = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
         seats_per_side = config.ruleset.players // config.ruleset.num_sides
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
@@ -161,6 +181,28 @@ class GrpcExecutor:
 
     # --- server and bots -----------------------------------------------------------------
 
+    @staticmethod
+    def _prepare_sandboxes(config: ArenaConfig) -> tuple[dict[str, str], dict[str, str]]:
+        """Each command bot's concrete sandbox, and the image of each podman bot (built if asked)."""
+        podman = sandbox.podman_available()
+        kinds: dict[str, str] = {}
+        images: dict[str, str] = {}
+        for bot in config.bots:
+            if bot.kind != "command":
+                continue
+            has_image = bool(bot.image or bot.build)
+            try:
+                kind = sandbox.resolve_sandbox(bot.sandbox or config.sandbox.default, has_image, podman)
+            except sandbox.SandboxError as e:
+                raise ValueError(f"bot {bot.name!r}: {e}") from None
+            if has_image and kind != "podman":
+                log.warning("sandbox_without_image", bot=bot.name, sandbox=kind, reason="podman is not installed")
+            if kind == "podman":
+                images[bot.name] = bot.image or sandbox.build_image(bot.name, bot.build)
+            kinds[bot.name] = kind
+            log.info("bot_sandbox", bot=bot.name, sandbox=kind, image=images.get(bot.name, ""))
+        return kinds, images
+
     async def _start(self) -> int:
         import grpc
 
@@ -168,7 +210,14 @@ class GrpcExecutor:
         from gaigel_server.server import create_server
 
         self._server, port = create_server("127.0.0.1:0", self._server_config)
+        if self._socket_dir:  # for podman bots, which have no network
+            socket_path = os.path.join(self._socket_dir, sandbox.SOCKET_NAME)
+            if self._server.grpc.add_insecure_port(f"unix:{socket_path}") == 0:
+                raise ValueError(f"cannot listen on unix:{socket_path}")
         await self._server.start()
+        if self._socket_dir:
+            os.chmod(self._socket_dir, 0o755)  # the container's uid must reach the socket
+            os.chmod(os.path.join(self._socket_dir, sandbox.SOCKET_NAME), 0o666)
         self._channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
         self._stub = match_service_pb2_grpc.MatchServiceStub(self._channel)
         log.info("arena_grpc_server_started", port=port)
@@ -180,14 +229,26 @@ class GrpcExecutor:
         return list(bot.command)
 
     def _spawn(self, bot: BotConfig, k: int) -> None:
-        env = bot_environment(
-            GAIGEL_SERVER=f"127.0.0.1:{self.port}", GAIGEL_TOKEN=self._tokens[bot.name], GAIGEL_BOT_NAME=bot.name
-        )
+        gaigel = {"GAIGEL_TOKEN": self._tokens[bot.name], "GAIGEL_BOT_NAME": bot.name}
+        env = bot_environment(GAIGEL_SERVER=f"127.0.0.1:{self.port}", **gaigel)
         command = self._command(bot)
-        program = command[0]
-        if find_program(program, env) is None:
-            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {program} is not an executable")
-        if sys.platform.startswith("linux"):
+        kind = self._sandboxes.get(bot.name, "none")
+        if kind == "podman":
+            name = f"gaigel-arena-{os.getpid()}-{bot.name.lower()}-{k}"
+            self._containers[(bot.name, k)] = name
+            self._cgroup_files.pop((bot.name, k), None)
+            self._cpu_used[(bot.name, k)] = 0.0
+            self._pids_seen[(bot.name, k)] = 0
+            env = sandbox.podman_env()
+            podman = sandbox.podman_command(
+                name, self._images[bot.name], command, gaigel, self._socket_dir, self._config.sandbox
+            )
+            command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *podman]
+        elif find_program(command[0], env) is None:
+            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {command[0]} is not an executable")
+        elif kind == "process":
+            command = sandbox.process_command(command, self._config.sandbox)
+        elif sys.platform.startswith("linux"):
             command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *command]
         try:
             proc = subprocess.Popen(
@@ -201,11 +262,54 @@ class GrpcExecutor:
             raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {e.strerror}") from None
         self._procs[(bot.name, k)] = proc
 
+    def _record_fault(self, name: str, k: int, reason: str, message: str) -> None:
+        fault = {"bot": name, "instance": k, "reason": reason, "message": message, "at": time.monotonic()}
+        self.bot_faults.append(fault)
+        log.warning("bot_fault", bot=name, instance=k, reason=reason, message=message)
+
+    def _check_pids(self, name: str, k: int) -> None:
+        """Stops a container whose pids limit refused a fork (a fork bomb): a SANDBOX_PIDS fault."""
+        key = (name, k)
+        if key not in self._cgroup_files:
+            files = sandbox.container_cgroup_files(self._containers[key])
+            if not files:
+                return  # not running yet
+            self._cgroup_files[key] = files
+        files = self._cgroup_files[key]
+        self._cpu_used[key] = max(self._cpu_used.get(key, 0.0), sandbox.cpu_seconds_used(files.get("cpu")))
+        hits = sandbox.pids_limit_hits(files.get("pids"))
+        if hits > self._pids_seen.get(key, 0) and key not in self._limit_killed:
+            self._pids_seen[key] = hits
+            self._limit_killed.add(key)
+            limit = self._config.sandbox.pids
+            self._record_fault(
+                name, k, sandbox.REASON_PIDS, f"refused {hits} fork(s) at its limit of {limit} processes"
+            )
+            sandbox.remove_containers([self._containers[key]])
+
+    def _exit_fault(self, name: str, k: int, proc: subprocess.Popen[bytes]) -> None:
+        key = (name, k)
+        if key in self._limit_killed:  # its fault is recorded already
+            self._limit_killed.discard(key)
+            return
+        kind = self._sandboxes.get(name, "none")
+        reason, message = sandbox.exit_reason(
+            kind,
+            proc.returncode,
+            self._containers.get(key, ""),
+            self._cpu_used.get(key, 0.0),
+            self._config.sandbox.cpu_seconds,
+        )
+        self._record_fault(name, k, reason, message)
+
     async def _watch_bots(self) -> None:
         while not self._closing:
             await asyncio.sleep(_RESTART_CHECK_S)
             for (name, k), proc in list(self._procs.items()):
+                if (name, k) in self._containers and proc.poll() is None and not self._closing:
+                    await asyncio.to_thread(self._check_pids, name, k)
                 if proc.poll() is not None and not self._closing and not self._failed:
+                    await asyncio.to_thread(self._exit_fault, name, k, proc)
                     now = time.monotonic()
                     recent = [t for t in self._restarts.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
                     self._restarts[name] = recent
@@ -239,6 +343,7 @@ class GrpcExecutor:
         rules = job.ruleset.to_dict()
         rules.pop("players", None)
         started = time.perf_counter()
+        window_start = time.monotonic()
         created = await self._stub.CreateMatch(
             ms.CreateMatchRequest(
                 players=job.ruleset.players,
@@ -270,8 +375,12 @@ class GrpcExecutor:
         record["server_match_id"] = server_id  # links the record to the server's logs and the bots' view
         record["match_id"] = job.match_id
         result = dict(result)
+        sandbox.annotate_record(record, self.bot_faults, window_start, time.monotonic())
         forfeit = forfeit_reason(record)
         if forfeit is not None:
+            caused = [f for f in record.get("sandbox_faults", []) if f["seat"] == forfeit.get("seat")]
+            if caused:
+                forfeit["reason"] = caused[-1]["reason"]  # the limit that killed the bot: why it did not resume
             result["forfeit"] = forfeit
             log.warning("match_forfeit", match_id=job.match_id, **forfeit)
         if job.record_path is not None:
@@ -293,6 +402,9 @@ class GrpcExecutor:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             _kill_group(proc, signal.SIGKILL)  # the bot if it did not stop, and what it started
             proc.wait()
+        sandbox.remove_containers(sorted(set(self._containers.values())))
+        if self._socket_dir:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
 
         async def stop() -> None:
             if self._channel is not None:
