@@ -172,6 +172,28 @@ class TestPodmanSandbox:
         assert not (tmp_path / "pwned").exists()
         assert not (HOSTILE / "hostile").exists()
 
+    def test_python_kit_image_plays_through_the_unix_socket(self, project_image: str, tmp_path: Path) -> None:
+        """clients/python/Dockerfile with the example bot: a whole arena in the sandbox, no fault."""
+        (tmp_path / "bot").mkdir()
+        shutil.copy(ROOT / "clients/python/Dockerfile", tmp_path / "bot" / "Dockerfile")
+        shutil.copy(ROOT / "clients/python/examples/random_bot.py", tmp_path / "bot" / "bot.py")
+        tag = "localhost/gaigel-kit-python:test"
+        env = dict(os.environ, CONTAINERS_CONF=str(ROOT / "docker" / "containers.conf"))
+        build = ["podman", "build", "--pull=never", "--network=none", f"--build-arg=GAIGEL_IMAGE={project_image}"]
+        proc = subprocess.run([*build, "-t", tag, str(tmp_path / "bot")], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        data = {
+            "arena": {"seed": 3, "sets_per_pairing": 1},
+            "game": {"players": 2, "hands": 2},
+            "sandbox": {"default": "podman"},
+            "bots": [{"name": "kit-py", "image": tag}, {"name": "house", "house": "random"}],
+        }
+        summary = run_arena(parse_config(data), tmp_path / "out", workers=1, bootstrap_samples=0)
+        assert summary.done == summary.scheduled == 2
+        for path in (tmp_path / "out" / "records").glob("*.json"):
+            record = json.loads(path.read_text())
+            assert record["result"]["termination"] == "completed" and record["faults"] == [], record["faults"]
+
     @pytest.mark.parametrize(
         ("attack", "reason"), [("fork", "SANDBOX_PIDS"), ("mem", "SANDBOX_OOM"), ("cpu", "SANDBOX_CPU")]
     )
