@@ -264,3 +264,58 @@ class TestProcessSandbox:
         found = set(verdicts(capfd.readouterr().err, "fork"))
         # RLIMIT_NPROC counts every process of the user and does not apply to root at all.
         assert found == ({"BREACHED"} if os.geteuid() == 0 else {"contained"}), found
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def _config(bot: dict[str, Any], sandbox: dict[str, Any] | None = None, base: Path | None = None) -> Any:
+    data: dict[str, Any] = {"bots": [bot, {"name": "house", "house": "random"}]}
+    if sandbox is not None:
+        data["sandbox"] = sandbox
+    return parse_config(data, base_dir=base)
+
+
+class TestSandboxConfig:
+    def test_defaults_and_a_build_folder_relative_to_the_config(self, tmp_path: Path) -> None:
+        (tmp_path / "sub").mkdir()
+        (tmp_path / "sub" / "Dockerfile").write_text("FROM scratch\n")
+        config = _config({"name": "b", "build": "sub", "sandbox": "podman"}, {"memory_mb": 128}, tmp_path)
+        bot = config.bot("b")
+        assert (bot.kind, bot.command, bot.sandbox, bot.build) == ("command", (), "podman", str(tmp_path / "sub"))
+        assert config.sandbox.default == "auto" and config.sandbox.memory_mb == 128 and config.sandbox.pids == 64
+        assert config.sandbox.rlimits()["RLIMIT_AS"] == 2048 * 2**20
+
+    def test_the_sandbox_is_not_hashed_but_the_image_is(self) -> None:
+        plain = _config({"name": "b", "command": ["python", "b.py"]})
+        confined = _config({"name": "b", "command": ["python", "b.py"], "sandbox": "process"}, {"pids": 8})
+        assert plain.config_hash() == confined.config_hash()
+        imaged = _config({"name": "b", "command": ["python", "b.py"], "image": "localhost/b:1"})
+        assert imaged.config_hash() != plain.config_hash()
+
+    @pytest.mark.parametrize(
+        ("bot", "sandbox", "message"),
+        [
+            ({"name": "b", "command": ["x"], "sandbox": "jail"}, None, "sandbox must be one of auto, podman"),
+            ({"name": "b", "image": "i", "build": "f"}, None, "give image or build, not both"),
+            ({"name": "b", "build": "nowhere"}, None, "has no Dockerfile"),
+            ({"name": "b", "house": "random", "sandbox": "process"}, None, "only for command bots"),
+            ({"name": "b", "command": ["x"]}, {"memory_mb": 0}, "sandbox.memory_mb must be a positive integer"),
+            ({"name": "b", "command": ["x"]}, {"default": "vm"}, "sandbox.default must be one of"),
+            ({"name": "b", "command": ["x"]}, {"swap": 1}, r"unknown key\(s\) in \[sandbox\]: swap"),
+        ],
+    )
+    def test_bad_settings_are_one_line_errors(
+        self, tmp_path: Path, bot: dict[str, Any], sandbox: dict[str, Any] | None, message: str
+    ) -> None:
+        with pytest.raises(ValueError, match=message) as caught:
+            _config(bot, sandbox, tmp_path)
+        assert "\n" not in str(caught.value)
+
+    def test_podman_without_podman_stops_the_arena_at_start(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("PATH", str(tmp_path))  # no podman here
+        config = _config({"name": "b", "image": "localhost/b:1", "sandbox": "podman"})
+        with pytest.raises(ValueError, match="'b': sandbox = podman, but podman is not installed"):
+            run_arena(config, tmp_path / "out", workers=1, bootstrap_samples=0)
