@@ -164,6 +164,8 @@ class GrpcExecutor:
         self._exits: dict[str, int] = {}
         self._sandboxes, self._images = self._prepare_sandboxes(config)
         self._socket_dir = tempfile.mkdtemp(prefix="gaigel-arena-sock-") if self._images else ""
+        # conmon writes an "oom" file into its working directory when a container is OOM-killed.
+        self._podman_dir = tempfile.mkdtemp(prefix="gaigel-arena-podman-") if self._images else None
         self._containers: dict[tuple[str, int], str] = {}
         self._cgroup_files: dict[tuple[str, int], dict[str, Path]] = {}
         self._cpu_used: dict[tuple[str, int], float] = {}
@@ -233,7 +235,9 @@ class GrpcExecutor:
         env = bot_environment(GAIGEL_SERVER=f"127.0.0.1:{self.port}", **gaigel)
         command = self._command(bot)
         kind = self._sandboxes.get(bot.name, "none")
+        cwd = None
         if kind == "podman":
+            cwd = self._podman_dir
             name = f"gaigel-arena-{os.getpid()}-{bot.name.lower()}-{k}"
             self._containers[(bot.name, k)] = name
             self._cgroup_files.pop((bot.name, k), None)
@@ -256,6 +260,7 @@ class GrpcExecutor:
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                cwd=cwd,
                 start_new_session=True,  # a process group of its own, set up without Python code in the child
             )
         except OSError as e:
@@ -403,8 +408,9 @@ class GrpcExecutor:
             _kill_group(proc, signal.SIGKILL)  # the bot if it did not stop, and what it started
             proc.wait()
         sandbox.remove_containers(sorted(set(self._containers.values())))
-        if self._socket_dir:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
+        for folder in (self._socket_dir, self._podman_dir):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
 
         async def stop() -> None:
             if self._channel is not None:
