@@ -407,7 +407,7 @@ def audit_faults(records: dict[str, dict[str, Any]], injections: list[dict[str, 
     """Reconciles the fault log with the records, match by match and seat by seat."""
     table = FaultTable()
     by_seat: dict[tuple[str, int], collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    injectors = {e["bot"] for e in injections}
+    injectors = {e["bot"] for e in injections}  # configured names: main() maps one-match aliases
     orphans = []
     for e in injections:
         table.injected[e["kind"]] += 1
@@ -673,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     command = rerun_command(args)
     print(f"# rerun: {command}", flush=True)
     from gaigel_arena.config import parse_config
+    from gaigel_arena.grpc_executor import configured_bot
     from gaigel_arena.schedule import build_schedule
 
     if args.audit:  # a folder of an earlier run: audit it again, play nothing
@@ -702,6 +703,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     events = json_lines(out / "arena.log")
     log_lines = json_lines(out / FAULT_LOG)
+    for e in log_lines:  # per-match bot processes log under a one-match alias of their bot
+        if "bot" in e:
+            e["bot"] = configured_bot(str(e["bot"]), config.bot_names)
     injections = [e for e in log_lines if e.get("event") == "fault"]
     starts = [e for e in log_lines if e.get("event") == "start"]
     rows = (

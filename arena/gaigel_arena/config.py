@@ -31,6 +31,15 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
     command = ["python", "mybot.py"]   # ... or a process that connects over gRPC ...
 
     [[bots]]
+    name = "stranger"
+    build = "submissions/stranger"      # ... or a submission folder with a Dockerfile
+    sandbox = "podman"                  # or an image = "..."; sandbox: auto, podman, process, none
+
+    [sandbox]                          # limits of sandboxed command bots (docs/operator-guide.md)
+    default = "auto"                    # podman for bots with an image where podman exists, else process
+    memory_mb = 512
+
+    [[bots]]
     name = "friend"
     remote = true           # ... or a bot that connects on its own with its token:
     token_env = "FRIEND_TOKEN"   # read from this environment variable (or token_file = "...")
@@ -61,6 +70,7 @@ from typing import Any, Literal
 
 from gaigel.deal import STANDARD_PLAYER_COUNTS, player_counts_text
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+from gaigel_arena.sandbox import SANDBOXES, SandboxConfig, parse_sandbox
 from gaigel_arena.schedule import check_unambiguous_ids
 from gaigel_server.auth import check_bot_name
 
@@ -86,6 +96,12 @@ class BotConfig:
     command: tuple[str, ...] = ()
     token: str = dataclasses.field(default="", repr=False)
     """A remote bot's token (from ``token``, ``token_env`` or ``token_file``); never printed."""
+    sandbox: str = ""
+    """``auto``, ``podman``, ``process`` or ``none``; empty: the arena's ``[sandbox] default``."""
+    image: str = ""
+    """Container image of a sandboxed bot (``command`` then runs in it, else its CMD)."""
+    build: str = ""
+    """Submission folder whose Dockerfile the arena builds into the bot's image."""
 
     def canonical(self) -> dict[str, Any]:
         """JSON-ready description; a remote bot's token is left out (a credential, not a result:
@@ -95,6 +111,8 @@ class BotConfig:
             out["house"] = self.house
         elif self.kind == "command":
             out["command"] = list(self.command)
+            # What the bot is (its image), not how it is confined: only when set, so older hashes stay valid.
+            out.update({key: getattr(self, key) for key in ("image", "build") if getattr(self, key)})
         return out
 
 
@@ -136,6 +154,8 @@ class ArenaConfig:
     bots: tuple[BotConfig, ...]
     keep_records: bool = True
     executor: str = "auto"
+    sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+    """How command bots are confined; like ``workers``, never part of the config hash."""
     ray_address: str | None = None
     """Ray cluster for ``executor = "ray"`` (``HOST:PORT``, ``auto``, ``ray://HOST:PORT`` or
     ``local``); None: ``RAY_ADDRESS`` or a local cluster. Never part of the config hash."""
@@ -233,14 +253,16 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     """Validates parsed TOML (a dict) into an :class:`ArenaConfig`.
 
     Commands are stored as written (they run where ``gaigel arena run`` was started); a
-    relative ``token_file`` is read from *base_dir* (the config's folder; default: the
-    current one).
+    relative ``token_file`` or ``build`` folder is read from *base_dir* (the config's folder;
+    default: the current one).
 
     :raises ConfigError: naming the first invalid key.
     """
-    unknown = sorted(set(data) - {"arena", "game", "clock", "bots"})
+    unknown = sorted(set(data) - {"arena", "game", "clock", "bots", "sandbox"})
     if unknown:
-        raise ConfigError(f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [[bots]])")
+        raise ConfigError(
+            f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [sandbox], [[bots]])"
+        )
     arena = _table(
         data,
         "arena",
@@ -301,6 +323,15 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         resume_grace_ms=_int(clock, "clock", "resume_grace_ms", 20_000, 0),
         connect_wait_ms=_int(clock, "clock", "connect_wait_ms", 60_000, 0),
     )
+    sandbox_table = _table(
+        data,
+        "sandbox",
+        {f.name for f in dataclasses.fields(SandboxConfig)},
+    )
+    try:
+        sandbox = parse_sandbox(sandbox_table)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     bots = _parse_bots(data.get("bots", []), base_dir)
     submitted = _parse_submitted_bot_settings(arena, bots)
     if ruleset.match_format == "duplicate" and not submitted["allow_in_match_duplicate"]:
@@ -335,6 +366,7 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         executor=executor,
         ray_address=ray_address,
         **submitted,
+        sandbox=sandbox,
     )
 
 
@@ -401,6 +433,29 @@ def _remote_token(entry: Mapping[str, Any], where: str, base_dir: Path | None) -
     return token
 
 
+def _sandbox_keys(entry: Mapping[str, Any], where: str, base_dir: Path | None) -> dict[str, str]:
+    """The bot's ``sandbox``, ``image`` and ``build`` keys, checked; ``build`` made absolute."""
+    out: dict[str, str] = {}
+    for key in ("sandbox", "image", "build"):
+        if key in entry:
+            value = entry[key]
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{where}: {key} must be a non-empty string, got {value!r}")
+            out[key] = value
+    if out.get("sandbox", "auto") not in SANDBOXES:
+        raise ConfigError(f"{where}: sandbox must be one of {', '.join(SANDBOXES)}, got {out['sandbox']!r}")
+    if "image" in out and "build" in out:
+        raise ConfigError(f"{where}: give image or build, not both")
+    if "build" in out:
+        folder = Path(out["build"])
+        if not folder.is_absolute() and base_dir is not None:
+            folder = base_dir / folder
+        if not (folder / "Dockerfile").is_file():
+            raise ConfigError(f"{where}: build = {out['build']!r} has no Dockerfile ({folder / 'Dockerfile'})")
+        out["build"] = str(folder)
+    return out
+
+
 def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]:
     from gaigel.bots import HOUSE_BOTS
 
@@ -412,7 +467,18 @@ def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]
         where = f"bots[{i}]"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where} must be a table")
-        allowed = {"name", "house", "command", "remote", "token", "token_env", "token_file"}
+        allowed = {
+            "name",
+            "house",
+            "command",
+            "remote",
+            "token",
+            "token_env",
+            "token_file",
+            "sandbox",
+            "image",
+            "build",
+        }
         unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ConfigError(
@@ -429,7 +495,12 @@ def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]
             raise ConfigError(f"bot name {name!r} is used twice")
         seen.add(name)
         where = f"bot {name!r}"
+        sandboxing = _sandbox_keys(entry, where, base_dir)
         kinds = [k for k in ("house", "command", "remote") if k in entry]
+        if not kinds and ("image" in sandboxing or "build" in sandboxing):
+            kinds = ["command"]  # the image's own CMD
+        if sandboxing and kinds != ["command"]:
+            raise ConfigError(f"{where}: sandbox, image and build are only for command bots")
         if len(kinds) != 1:
             raise ConfigError(f'{where} needs exactly one of house = "...", command = [...] or remote = true')
         if any(k in entry for k in ("token", "token_env", "token_file")) and kinds != ["remote"]:
@@ -440,10 +511,12 @@ def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]
                 raise ConfigError(f"{where}: unknown house bot {house!r} (house bots: {', '.join(sorted(HOUSE_BOTS))})")
             bots.append(BotConfig(name=name, kind="house", house=house))
         elif kinds == ["command"]:
-            command = entry["command"]
-            if not isinstance(command, list) or not command or not all(isinstance(c, str) and c for c in command):
+            command = entry.get("command", [])
+            if not isinstance(command, list) or not all(isinstance(c, str) and c for c in command):
                 raise ConfigError(f'{where}: command must be a non-empty list of strings, e.g. ["python", "bot.py"]')
-            bots.append(BotConfig(name=name, kind="command", command=tuple(command)))
+            if not command and "image" not in sandboxing and "build" not in sandboxing:
+                raise ConfigError(f'{where}: command must be a non-empty list of strings, e.g. ["python", "bot.py"]')
+            bots.append(BotConfig(name=name, kind="command", command=tuple(command), **sandboxing))
         else:
             if entry["remote"] is not True:
                 raise ConfigError(f"{where}: remote must be true (or leave it out)")

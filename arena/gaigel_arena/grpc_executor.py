@@ -36,6 +36,13 @@ and absent time; the runner has it written to ``presence.json`` for the report.
 ``[arena] bot_processes = "per_match"`` starts fresh command-bot processes for every match, each under
 a one-match alias name and token (registered before, revoked after the match; the record
 names the configured bot), so no process, session or token plays two seatings of a deal.
+
+Command bots run in the sandbox their config asks for (:mod:`gaigel_arena.sandbox`):
+``podman`` containers reach the server through a unix socket in a private folder (the
+server listens there too), ``process`` bots get rlimits. A bot process that ends is a
+fault with a reason code (``SANDBOX_OOM``, ``SANDBOX_PIDS``, ``SANDBOX_CPU``, ``BOT_EXIT``)
+in :attr:`GrpcExecutor.bot_faults` and the log; the records of the matches where it
+disconnected get the fault too, and a forfeit it caused is named by it.
 """
 
 from __future__ import annotations
@@ -46,17 +53,21 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from gaigel.record import write_json_atomic
+from gaigel_arena import sandbox
 from gaigel_arena.config import ArenaConfig, BotConfig
 from gaigel_arena.executors import MatchJob, MatchOutcome
 from gaigel_harness.launch import bot_environment, find_program
@@ -164,6 +175,20 @@ def absent_result(job: MatchJob, sides: tuple[str, ...], absent: list[str], wait
     }
 
 
+def match_alias(bot: str) -> str:
+    """A one-match name for a process of *bot* (``bot_processes = "per_match"``): the bot's name, a
+    dot and 12 hex digits, within the server's 64 characters."""
+    return f"{bot[:50]}.{secrets.token_hex(6)}"
+
+
+def configured_bot(process: str, bots: Iterable[str]) -> str:
+    """The configured bot of a process name (a bot's name or its :func:`match_alias`); *process* if none."""
+    base, dot, tail = process.rpartition(".")
+    if process in bots or not dot or len(tail) != 12:
+        return process
+    return next((b for b in bots if b[:50] == base), process)
+
+
 class Presence:
     """Connected and absent time of each remote bot in this run, kept as the arena's ``presence.json``.
 
@@ -259,10 +284,25 @@ class GrpcExecutor:
         self._restarts: dict[str, list[float]] = {}
         """Per bot: when its processes exited, within the last :data:`RESTART_WINDOW_S`."""
         self._exits: dict[str, int] = {}
+        self._sandboxes, self._images = self._prepare_sandboxes(config)
+        self._socket_dir = tempfile.mkdtemp(prefix="gaigel-arena-sock-") if self._images else ""
+        # conmon writes an "oom" file into its working directory when a container is OOM-killed.
+        self._podman_dir = tempfile.mkdtemp(prefix="gaigel-arena-podman-") if self._images else None
+        self._containers: dict[tuple[str, int], str] = {}
+        self._cgroup_files: dict[tuple[str, int], dict[str, Path]] = {}
+        self._cpu_used: dict[tuple[str, int], float] = {}
+        self._pids_seen: dict[tuple[str, int], int] = {}
+        self._limit_killed: set[tuple[str, int]] = set()
+        self._bot_of: dict[str, str] = {}
+        """Process name (a bot's name, or a one-match alias) -> the configured bot."""
+        self._alias_tokens: dict[str, str] = {}
+        self.bot_faults: list[dict[str, Any]] = []
+        """Every bot process that ended: bot, instance, reason code, message, monotonic time ``at``."""
         self.port: int = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
         seats_per_side = config.ruleset.players // config.ruleset.num_sides
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
-        self._match_procs: set[subprocess.Popen[bytes]] = set()
+        self._match_procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        """One-match processes (``bot_processes = "per_match"``) by (alias, seat)."""
         for bot in config.bots:
             if bot.kind == "remote" or (self._per_match and bot.kind == "command"):
                 continue  # house bots are the project's own code: their processes may play on
@@ -286,6 +326,28 @@ class GrpcExecutor:
 
     # --- server and bots -----------------------------------------------------------------
 
+    @staticmethod
+    def _prepare_sandboxes(config: ArenaConfig) -> tuple[dict[str, str], dict[str, str]]:
+        """Each command bot's concrete sandbox, and the image of each podman bot (built if asked)."""
+        podman = sandbox.podman_available()
+        kinds: dict[str, str] = {}
+        images: dict[str, str] = {}
+        for bot in config.bots:
+            if bot.kind != "command":
+                continue
+            has_image = bool(bot.image or bot.build)
+            try:
+                kind = sandbox.resolve_sandbox(bot.sandbox or config.sandbox.default, has_image, podman)
+            except sandbox.SandboxError as e:
+                raise ValueError(f"bot {bot.name!r}: {e}") from None
+            if has_image and kind != "podman":
+                log.warning("sandbox_without_image", bot=bot.name, sandbox=kind, reason="podman is not installed")
+            if kind == "podman":
+                images[bot.name] = bot.image or sandbox.build_image(bot.name, bot.build)
+            kinds[bot.name] = kind
+            log.info("bot_sandbox", bot=bot.name, sandbox=kind, image=images.get(bot.name, ""))
+        return kinds, images
+
     async def _start(self) -> int:
         import grpc
 
@@ -296,7 +358,14 @@ class GrpcExecutor:
         self._server, published = create_server(listen or "127.0.0.1:0", self._server_config)
         # The arena's own bots and stub use a loopback port without TLS; only remote bots use the published one.
         port = self._server.grpc.add_insecure_port("127.0.0.1:0") if listen else published
+        if self._socket_dir:  # for podman bots, which have no network
+            socket_path = os.path.join(self._socket_dir, sandbox.SOCKET_NAME)
+            if self._server.grpc.add_insecure_port(f"unix:{socket_path}") == 0:
+                raise ValueError(f"cannot listen on unix:{socket_path}")
         await self._server.start()
+        if self._socket_dir:
+            os.chmod(self._socket_dir, 0o755)  # the container's uid must reach the socket
+            os.chmod(os.path.join(self._socket_dir, sandbox.SOCKET_NAME), 0o666)
         self._channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
         self._stub = match_service_pb2_grpc.MatchServiceStub(self._channel)
         log.info("arena_grpc_server_started", port=port, listen=listen or None, published_port=published)
@@ -309,14 +378,33 @@ class GrpcExecutor:
         return list(bot.command)
 
     def _spawn(self, bot: BotConfig, k: int, alias: tuple[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """Starts a process of *bot*: its pool process *k*, or under a one-match *alias* (name, token)."""
+        """Starts a process of *bot*: its pool process *k*, or, under a one-match *alias* (name,
+        token), the process of seat *k* of one match (kept in ``_match_procs``)."""
         name, token = alias or (bot.name, self._tokens[bot.name])
-        env = bot_environment(GAIGEL_SERVER=f"127.0.0.1:{self.port}", GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
+        key = (name, k)
+        self._bot_of[name] = bot.name
+        gaigel = {"GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": name}
+        env = bot_environment(GAIGEL_SERVER=f"127.0.0.1:{self.port}", **gaigel)
         command = self._command(bot)
-        program = command[0]
-        if find_program(program, env) is None:
-            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {program} is not an executable")
-        if sys.platform.startswith("linux"):
+        kind = self._sandboxes.get(bot.name, "none")
+        cwd = None
+        if kind == "podman":
+            cwd = self._podman_dir
+            container = f"gaigel-arena-{os.getpid()}-{name.lower()}-{k}"
+            self._containers[key] = container
+            self._cgroup_files.pop(key, None)
+            self._cpu_used[key] = 0.0
+            self._pids_seen[key] = 0
+            env = sandbox.podman_env()
+            podman = sandbox.podman_command(
+                container, self._images[bot.name], command, gaigel, self._socket_dir, self._config.sandbox
+            )
+            command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *podman]
+        elif find_program(command[0], env) is None:
+            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {command[0]} is not an executable")
+        elif kind == "process":
+            command = sandbox.process_command(command, self._config.sandbox)
+        elif sys.platform.startswith("linux"):
             command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *command]
         try:
             proc = subprocess.Popen(
@@ -324,12 +412,16 @@ class GrpcExecutor:
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                cwd=cwd,
                 start_new_session=True,  # a process group of its own, set up without Python code in the child
             )
         except OSError as e:
             raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {e.strerror}") from None
         if alias is None:
-            self._procs[(bot.name, k)] = proc
+            self._procs[key] = proc
+        else:
+            self._match_procs[key] = proc
+            self._alias_tokens[name] = token
         return proc
 
     def _remote_connected(self) -> dict[str, bool]:
@@ -340,35 +432,94 @@ class GrpcExecutor:
         self.presence.update(self._remote_connected())
         self.presence.write()
 
+    def _record_fault(self, name: str, k: int, reason: str, message: str) -> None:
+        """Keeps a fault of process (*name*, *k*) under its configured bot's name (*name* may be an alias)."""
+        bot = self._bot_of.get(name, name)
+        fault = {"bot": bot, "instance": k, "reason": reason, "message": message, "at": time.monotonic()}
+        self.bot_faults.append(fault)
+        log.warning("bot_fault", bot=bot, process=name, instance=k, reason=reason, message=message)
+
+    def _check_pids(self, name: str, k: int) -> None:
+        """Stops a container whose pids limit refused a fork (a fork bomb): a SANDBOX_PIDS fault."""
+        key = (name, k)
+        if key not in self._cgroup_files:
+            files = sandbox.container_cgroup_files(self._containers[key])
+            if not files:
+                return  # not running yet
+            self._cgroup_files[key] = files
+        files = self._cgroup_files[key]
+        self._cpu_used[key] = max(self._cpu_used.get(key, 0.0), sandbox.cpu_seconds_used(files.get("cpu")))
+        hits = sandbox.pids_limit_hits(files.get("pids"))
+        if hits > self._pids_seen.get(key, 0) and key not in self._limit_killed:
+            self._pids_seen[key] = hits
+            self._limit_killed.add(key)
+            limit = self._config.sandbox.pids
+            self._record_fault(
+                name, k, sandbox.REASON_PIDS, f"refused {hits} fork(s) at its limit of {limit} processes"
+            )
+            sandbox.remove_containers([self._containers[key]])
+
+    def _exit_fault(self, name: str, k: int, proc: subprocess.Popen[bytes]) -> None:
+        key = (name, k)
+        if key in self._limit_killed:  # its fault is recorded already
+            self._limit_killed.discard(key)
+            return
+        kind = self._sandboxes.get(self._bot_of.get(name, name), "none")
+        reason, message = sandbox.exit_reason(
+            kind,
+            proc.returncode,
+            self._containers.get(key, ""),
+            self._cpu_used.get(key, 0.0),
+            self._config.sandbox.cpu_seconds,
+        )
+        self._record_fault(name, k, reason, message)
+
     async def _watch_bots(self) -> None:
         while not self._closing:
             await asyncio.sleep(_RESTART_CHECK_S)
             if self._remote:
                 self.presence.update(self._remote_connected())
                 self.presence.write(force=False)
-            for (name, k), proc in list(self._procs.items()):
-                if proc.poll() is not None and not self._closing and not self._failed:
-                    now = time.monotonic()
-                    recent = [t for t in self._restarts.get(name, []) if now - t < RESTART_WINDOW_S] + [now]
-                    self._restarts[name] = recent
-                    self._exits[name] = self._exits.get(name, 0) + 1
-                    if len(recent) >= MAX_RESTARTS:
-                        self._failed = (
-                            f"bot {name!r} exited {len(recent)} times within {RESTART_WINDOW_S:g} s "
-                            f"(last exit code {proc.returncode}); "
-                            f"check its command: {' '.join(self._command(self._config.bot(name)))}"
-                        )
-                        log.error("bot_failed", bot=name, exit_code=proc.returncode)
-                        continue
-                    log.warning(
-                        "bot_restarted",
-                        bot=name,
-                        exit_code=proc.returncode,
-                        restarts=self._exits[name],
-                        recent=len(recent),
-                    )
-                    _kill_group(proc, signal.SIGKILL)  # whatever the dead bot left running
-                    self._spawn(self._config.bot(name), k)
+            for key, proc in [*self._procs.items(), *self._match_procs.items()]:
+                await self._watch(key, proc)
+
+    def _current(self, key: tuple[str, int], proc: subprocess.Popen[bytes]) -> bool:
+        """Whether *proc* is still the process of *key* (a match's processes are dropped when it ends)."""
+        return self._procs.get(key) is proc or self._match_procs.get(key) is proc
+
+    async def _watch(self, key: tuple[str, int], proc: subprocess.Popen[bytes]) -> None:
+        """Checks one bot process: its container's limits, and an exit: a fault, then a restart (a
+        pool process, or a match's process under its alias, which resumes its seat)."""
+        name, k = key
+        if key in self._containers and proc.poll() is None and not self._closing:
+            await asyncio.to_thread(self._check_pids, name, k)
+        if proc.poll() is None or self._closing or self._failed or not self._current(key, proc):
+            return
+        await asyncio.to_thread(self._exit_fault, name, k, proc)
+        if not self._current(key, proc):
+            return  # its match ended meanwhile
+        bot = self._config.bot(self._bot_of.get(name, name))
+        now = time.monotonic()
+        recent = [t for t in self._restarts.get(bot.name, []) if now - t < RESTART_WINDOW_S] + [now]
+        self._restarts[bot.name] = recent
+        self._exits[bot.name] = self._exits.get(bot.name, 0) + 1
+        if len(recent) >= MAX_RESTARTS:
+            self._failed = (
+                f"bot {bot.name!r} exited {len(recent)} times within {RESTART_WINDOW_S:g} s "
+                f"(last exit code {proc.returncode}); check its command: {' '.join(self._command(bot))}"
+            )
+            log.error("bot_failed", bot=bot.name, exit_code=proc.returncode)
+            return
+        log.warning(
+            "bot_restarted",
+            bot=bot.name,
+            process=name,
+            exit_code=proc.returncode,
+            restarts=self._exits[bot.name],
+            recent=len(recent),
+        )
+        _kill_group(proc, signal.SIGKILL)  # whatever the dead bot left running
+        self._spawn(bot, k, None if key in self._procs else (name, self._alias_tokens[name]))
 
     # --- matches -------------------------------------------------------------------------
 
@@ -400,22 +551,21 @@ class GrpcExecutor:
             await asyncio.sleep(_POLL_S * 5)
 
     async def _register_aliases(
-        self, job: MatchJob, metadata: Any, aliases: dict[str, str], procs: dict[subprocess.Popen[bytes], str]
+        self, job: MatchJob, metadata: Any, aliases: dict[str, str], procs: list[tuple[str, int]]
     ) -> None:
         """Per-match processes: a one-match alias (into *aliases*: alias -> configured name) and a process
-        (into *procs*) for every seat of a command bot."""
+        (its key (alias, seat) into *procs*) for every seat of a command bot."""
         from gaigel_api.v1 import match_service_pb2 as ms
 
         for seat, name in enumerate(job.seats):
             bot = self._config.bot(name)
             if bot.kind != "command":
                 continue
-            alias = f"{name[:50]}.{secrets.token_hex(6)}"
+            alias = match_alias(name)
             reply = await self._stub.RegisterBot(ms.RegisterBotRequest(bot_name=alias), metadata=metadata)
             aliases[alias] = name
-            proc = self._spawn(bot, seat, (alias, reply.bot_token))
-            self._match_procs.add(proc)
-            procs[proc] = name
+            self._spawn(bot, seat, (alias, reply.bot_token))
+            procs.append((alias, seat))
 
     async def _retire_aliases(self, aliases: dict[str, str], metadata: Any) -> None:
         from gaigel_api.v1 import match_service_pb2 as ms
@@ -424,10 +574,15 @@ class GrpcExecutor:
             with contextlib.suppress(Exception):  # a still-seated alias is revoked at shutdown with the server
                 await self._stub.UnregisterBot(ms.UnregisterBotRequest(bot_name=alias), metadata=metadata)
 
-    def _stop_match_procs(self, procs: dict[subprocess.Popen[bytes], str]) -> None:
-        for proc in procs:
-            _kill_group(proc, signal.SIGKILL)  # one match only: nothing of the process may play on
-            self._match_procs.discard(proc)
+    async def _stop_match_procs(self, procs: list[tuple[str, int]]) -> None:
+        containers = [self._containers.pop(key) for key in procs if key in self._containers]
+        for key in procs:
+            proc = self._match_procs.pop(key, None)
+            if proc is not None:
+                _kill_group(proc, signal.SIGKILL)  # one match only: nothing of the process may play on
+            self._cgroup_files.pop(key, None)
+        if containers:
+            await asyncio.to_thread(sandbox.remove_containers, containers)
 
     async def _play(self, job: MatchJob) -> MatchOutcome:
         if self._failed:
@@ -437,7 +592,7 @@ class GrpcExecutor:
         if absent:
             return self._absent_outcome(job, absent, started)
         metadata = (("authorization", f"Bearer {self._admin}"),)
-        procs: dict[subprocess.Popen[bytes], str] = {}
+        procs: list[tuple[str, int]] = []
         aliases: dict[str, str] = {}
         try:
             if self._per_match:
@@ -445,7 +600,7 @@ class GrpcExecutor:
             return await self._play_on_server(job, metadata, aliases, procs, started)
         finally:
             if self._per_match:
-                self._stop_match_procs(procs)
+                await self._stop_match_procs(procs)
                 await self._retire_aliases(aliases, metadata)
 
     async def _play_on_server(
@@ -453,7 +608,7 @@ class GrpcExecutor:
         job: MatchJob,
         metadata: Any,
         aliases: dict[str, str],
-        procs: dict[subprocess.Popen[bytes], str],
+        procs: list[tuple[str, int]],
         started: float,
     ) -> MatchOutcome:
         from gaigel_api.v1 import match_service_pb2 as ms
@@ -465,6 +620,7 @@ class GrpcExecutor:
         if aliases:  # each seat of a local bot has its own alias, in seat order
             pending = list(aliases)
             seat_bots = [pending.pop(0) if name in by_name else name for name in job.seats]
+        window_start = time.monotonic()
         created = await self._stub.CreateMatch(
             ms.CreateMatchRequest(
                 players=job.ruleset.players,
@@ -491,10 +647,11 @@ class GrpcExecutor:
                 absent, expired = self._absent(set(job.seats))
                 if expired and self._cancel_waiting(server_id):
                     return self._absent_outcome(job, absent, started)
-            gone = [p for p in procs if p.poll() is not None]
+            gone = [(key, p) for key in procs if (p := self._match_procs.get(key)) and p.poll() is not None]
             if gone and got.match.state == ms.MATCH_STATE_WAITING and self._cancel_waiting(server_id):
+                (alias, _), proc = gone[0]
                 raise RuntimeError(
-                    f"bot {procs[gone[0]]!r} exited (code {gone[0].returncode}) before it joined match {job.match_id}"
+                    f"bot {aliases[alias]!r} exited (code {proc.returncode}) before it joined match {job.match_id}"
                 )
             await asyncio.sleep(_POLL_S)
         duration = time.perf_counter() - started
@@ -506,8 +663,12 @@ class GrpcExecutor:
         record["server_match_id"] = server_id  # links the record to the server's logs and the bots' view
         record["match_id"] = job.match_id
         result = dict(result)
+        sandbox.annotate_record(record, self.bot_faults, window_start, time.monotonic())
         forfeit = forfeit_reason(record)
         if forfeit is not None:
+            caused = [f for f in record.get("sandbox_faults", []) if f["seat"] == forfeit.get("seat")]
+            if caused:
+                forfeit["reason"] = caused[-1]["reason"]  # the limit that killed the bot: why it did not resume
             result["forfeit"] = forfeit
             log.warning("match_forfeit", match_id=job.match_id, **forfeit)
         if job.record_path is not None:
@@ -555,7 +716,7 @@ class GrpcExecutor:
         if self._remote:
             with contextlib.suppress(Exception):  # the loop may be gone already; the last periodic write stands
                 asyncio.run_coroutine_threadsafe(self._note_presence(), self._loop).result(timeout=5)
-        procs = [*self._procs.values(), *self._match_procs]
+        procs = [*self._procs.values(), *self._match_procs.values()]
         for proc in procs:
             _kill_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + 3.0
@@ -564,6 +725,10 @@ class GrpcExecutor:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             _kill_group(proc, signal.SIGKILL)  # the bot if it did not stop, and what it started
             proc.wait()
+        sandbox.remove_containers(sorted(set(self._containers.values())))
+        for folder in (self._socket_dir, self._podman_dir):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
 
         async def stop() -> None:
             if self._channel is not None:

@@ -120,12 +120,30 @@ pub async fn run_async<B: Bot>(bot: &mut B, config: Config) -> Result<u32, Error
     if config.matches == Some(0) {
         return Err(Error::Config("matches must be at least 1 (or None)".into()));
     }
-    let endpoint = Endpoint::from_shared(format!("http://{}", config.server))
-        .map_err(|e| Error::Config(format!("bad server address {:?}: {e}", config.server)))?
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true);
-    let channel = endpoint.connect_lazy();
+    let channel = match config.server.strip_prefix("unix:") {
+        Some(path) => unix_channel(path),
+        None => Endpoint::from_shared(format!("http://{}", config.server))
+            .map_err(|e| Error::Config(format!("bad server address {:?}: {e}", config.server)))?
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .connect_lazy(),
+    };
     Session::new(bot, config, channel).run().await
+}
+
+/// A channel to a server listening on the unix socket at `path` (`unix:/run/gaigel/server.sock`),
+/// as a sandboxed arena gives it; the endpoint's URI is only a placeholder then.
+fn unix_channel(path: &str) -> Channel {
+    let path = path.to_string();
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(Duration::from_secs(5))
+        .connect_with_connector_lazy(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
 }
 
 struct MatchInfo {
