@@ -250,6 +250,7 @@ class GrpcExecutor:
                 first_dealer_seat=job.ruleset.players - 1,  # as MatchSpec's default: seat 0 leads hand 0
                 request_id=job.match_id,
                 withhold_seed=True,  # duplicate sets play this seed again under other seatings
+                match_key=job.match_id,  # bot seeds from the schedule, not the server's random id: reruns match
             ),
             metadata=metadata,
         )

@@ -14,8 +14,10 @@ import time
 from typing import Any
 
 from gaigel.bots import HOUSE_BOTS
+from gaigel.botseed import bot_seeds, spec_for_bot
 from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ruleset_from_args, seconds_arg, seed_arg
 from gaigel.deal import player_counts_text
+from gaigel.match import Bot, DecisionRequest, MatchSpec
 from gaigel_harness.launch import bot_environment
 from gaigel_server.clock import Clock
 from gaigel_server.commands import add_clock_args, clock_from_args, clock_options
@@ -149,6 +151,7 @@ async def _play_on_server(
     clock: Any,
     time_limit: float,
     preset_name: str = "default",
+    match_key: str = "",
 ) -> tuple[dict[str, Any], list[str]]:
     """Runs one match on an in-process server; non-house bots are launched from *commands* (one process per seat)."""
     from gaigel_api.v1 import match_service_pb2 as ms
@@ -176,6 +179,7 @@ async def _play_on_server(
             ruleset_preset=preset_name,
             ruleset_overrides_json=rules_json,
             first_dealer_seat=first_dealer,
+            match_key=match_key,
         )
         table = servicer.build_table(request)
         server.lobby.add_table(table)
@@ -455,6 +459,37 @@ def _house_kind(name: str) -> str | None:
     return kind if kind in HOUSE_BOTS else None
 
 
+def recorded_bot_seeds(record: dict[str, Any], spec: MatchSpec) -> list[int] | None:
+    """The bot seed of each seat of *record*, from its seed and match key; None for a record
+    without a match key (``gaigel play``, the local arena: there bots saw the match seed).
+
+    :raises CliError: when the recorded ``seats[].bot_seed`` disagree with the derivation.
+    """
+    key = record.get("match_key")
+    if not isinstance(key, str):
+        return None
+    seeds = bot_seeds(spec.seed, spec.players, key)
+    recorded = [s.get("bot_seed") for s in record["seats"] if isinstance(s, dict)]
+    if any(r is not None for r in recorded) and recorded != seeds:
+        raise CliError(f"the record's seats[].bot_seed do not follow from its seed and match_key {key!r}")
+    return seeds
+
+
+class _SeededHouseBot(Bot):
+    """A house bot that sees its seat's bot seed as the match seed, as on the server."""
+
+    def __init__(self, inner: Bot, seat_seed: int) -> None:
+        self.inner = inner
+        self.seat_seed = seat_seed
+        self.version = getattr(inner, "version", "1")
+
+    def start_match(self, spec: MatchSpec, seat: int) -> None:
+        self.inner.start_match(spec_for_bot(spec, self.seat_seed), seat)
+
+    def decide(self, request: DecisionRequest) -> int:
+        return self.inner.decide(request)
+
+
 def cmd_rematch(args: argparse.Namespace) -> int:
     """gaigel rematch."""
     import shlex
@@ -476,8 +511,11 @@ def cmd_rematch(args: argparse.Namespace) -> int:
         raise CliError(
             f"no command for bot(s) {', '.join(missing)}: give --bots NAME=CMD (house bots: {', '.join(sorted(HOUSE_BOTS))})"
         )
+    seeds = recorded_bot_seeds(record, spec)
     if not commands or not any(b in commands for b in spec.bots):
         bots = [make_bot(_house_kind(b) or b) for b in spec.bots]
+        if seeds is not None:
+            bots = [_SeededHouseBot(bot, seat_seed) for bot, seat_seed in zip(bots, seeds, strict=True)]
         _, new = play_match(spec, bots)
         assert new is not None
     else:
@@ -493,6 +531,7 @@ def cmd_rematch(args: argparse.Namespace) -> int:
                 spec.first_dealer % spec.players,
                 clock,
                 args.time_limit,
+                match_key=record.get("match_key") or "",
             )
         )
         for note in notes:

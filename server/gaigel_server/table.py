@@ -29,6 +29,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from gaigel import actions as A
+from gaigel.botseed import bot_seeds, spec_for_bot
 from gaigel.match import Bot, DecisionRequest, MatchScore, MatchSpec, hand_setup
 from gaigel.record import RecordWriter
 from gaigel.state import GaigelState
@@ -94,6 +95,7 @@ class Table:
         self.preset = preset
         self.request_id = request_id
         self.withhold_seed = False  # never reveal the seed to bots and spectators (CreateMatch)
+        self.match_key = match_id  # derives the bot seeds with the seed (CreateMatch's match_key)
         self.house = house
         self.hooks = hooks
         self.metrics = hooks.metrics
@@ -129,6 +131,10 @@ class Table:
     def sessions(self) -> list[BotSession | None]:
         """The session of each seat (None for house seats, and once the match has ended)."""
         return self.broadcast.seats
+
+    def bot_seeds(self) -> list[int]:
+        """Each seat's MatchStart.bot_seed: from the seed, the seat and the match key."""
+        return bot_seeds(self.spec.seed, self.spec.players, self.match_key)
 
     def seat_bot(self, seat: int) -> str:
         """The bot name of *seat*."""
@@ -276,6 +282,9 @@ class Table:
         """Starts the record (also of a match cancelled while waiting) and counts the match active."""
         self.writer = RecordWriter(self.spec, versions=list(self.versions), match_id=self.match_id)
         self.writer.data["clock"] = self.clock.to_dict()
+        self.writer.data["match_key"] = self.match_key
+        for entry, seat_seed in zip(self.writer.data["seats"], self.bot_seeds(), strict=True):
+            entry["bot_seed"] = seat_seed
         self.metrics.active_matches.inc()
         return self.writer
 
@@ -315,8 +324,9 @@ class Table:
         spec, rules = self.spec, self.rules
         writer = self.writer
         assert writer is not None
+        seeds = self.bot_seeds()
         for seat, bot in self.house.items():
-            bot.start_match(spec, seat)
+            bot.start_match(spec_for_bot(spec, seeds[seat]), seat)
         for seat, start in enumerate(views.match_starts(self)):
             self.broadcast.send(seat, match_start=start)
         self.log.info("match_start", players=spec.players, hands=spec.hands, bots=list(spec.bots))
@@ -383,7 +393,7 @@ class Table:
             if action not in legal:
                 raise RuntimeError(f"house bot {self.seat_bot(seat)} chose illegal action {action}")
             self.metrics.decisions.labels("house").inc()
-            return action, used, ()
+            return action, used, ("TIME_CAPPED",) if getattr(bot, "time_capped", False) else ()
         return await self._remote_decide(seat, state, k, legal)
 
     async def _remote_decide(self, seat: int, state: GaigelState, k: int, legal: list[int]) -> Decided | None:
@@ -448,6 +458,8 @@ class Table:
             action=item.action_id,
             seconds=round(used, 6),
         )
+        if item.time_capped:
+            flags.append("TIME_CAPPED")
         return item.action_id, used, tuple(flags)
 
     async def _await_answer(self, did: str, deadline: float) -> Answer | Forfeited | None:
