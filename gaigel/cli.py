@@ -227,9 +227,9 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
     n = rules.players
     spec = MatchSpec(ruleset=rules, seed=args.seed, hands=args.games, bots=tuple([args.bot] * n))
     bots = [make_bot(args.bot) for _ in range(n)]
-    for seat, bot in enumerate(bots):
-        bot.start_match(spec, seat)
     driver = MatchDriver(spec, record=False)
+    for seat, bot in enumerate(bots):
+        bot.start_match(driver.bot_spec(seat), seat)
     decisions = 0
     terminations: dict[str, int] = {}
     started = time.perf_counter()

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any, TypeAlias
 
 from gaigel.actions import action_label
+from gaigel.botseed import LOCAL_MATCH_KEY, bot_seed, spec_for_bot
 from gaigel.deal import Deal, check_seed, deal
 from gaigel.events import Event
 from gaigel.observation import Observation
@@ -279,6 +280,7 @@ class MatchDriver:
         "_request",
         "_rules",
         "hand_index",
+        "match_key",
         "over",
         "score",
         "spec",
@@ -295,11 +297,16 @@ class MatchDriver:
         versions: Sequence[str] | None = None,
         match_id: str = "",
         events: bool = False,
+        match_key: str = "",
     ) -> None:
         self.spec = spec
+        self.match_key = match_key or match_id or LOCAL_MATCH_KEY
+        """Derives each seat's bot seed with the match seed (:mod:`gaigel.botseed`)."""
         self._rules = spec.ruleset
         self.score = MatchScore(spec)
-        self.writer = RecordWriter(spec, list(versions) if versions else None, match_id) if record else None
+        self.writer = (
+            RecordWriter(spec, list(versions) if versions else None, match_id, self.match_key) if record else None
+        )
         """The record being written (None without *record*); a runner may add top-level fields to ``writer.data``."""
         self.state: GaigelState | None = None
         """The state of the current (or last) hand."""
@@ -311,6 +318,10 @@ class MatchDriver:
         self._events = events
         self._open: GaigelState | None = None  # the state of the hand in play, None between hands
         self._request: DecisionRequest | None = None
+
+    def bot_spec(self, seat: int) -> MatchSpec:
+        """What the bot of *seat* gets in ``start_match``: the spec with its seat's bot seed for the seed."""
+        return spec_for_bot(self.spec, bot_seed(self.spec.seed, seat, self.match_key))
 
     @property
     def hand_open(self) -> bool:
@@ -456,18 +467,21 @@ def play_match(
     bots: Sequence[Bot],
     on_hand: Callable[[int, HandOutcome], None] | None = None,
     record: bool = True,
+    match_key: str = "",
 ) -> tuple[MatchScore, dict[str, Any] | None]:
     """Plays *spec* with in-process *bots* (one per seat), timing each decision.
 
     Returns the score and, when *record* is true, the match record (see :mod:`gaigel.record`).
+    Each bot's ``start_match`` gets its seat's bot seed as the spec's seed, derived with
+    *match_key* (default :data:`~gaigel.botseed.LOCAL_MATCH_KEY`), as on the server.
 
     :raises ValueError: when a bot answers an illegal action (in-process bots must be correct).
     """
     if len(bots) != spec.players:
         raise ValueError(f"{spec.players} seats need {spec.players} bots, got {len(bots)}")
+    driver = MatchDriver(spec, record=record, versions=[getattr(b, "version", "1") for b in bots], match_key=match_key)
     for seat, bot in enumerate(bots):
-        bot.start_match(spec, seat)
-    driver = MatchDriver(spec, record=record, versions=[getattr(b, "version", "1") for b in bots])
+        bot.start_match(driver.bot_spec(seat), seat)
     clock = time.perf_counter
     while True:
         step = driver.next()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gaigel.actions import action_label
+from gaigel.botseed import LOCAL_MATCH_KEY, bot_seeds
 from gaigel.deal import DEAL_FORMAT, Deal
 from gaigel.ruleset import Ruleset, RulesetError
 from gaigel.state import ENGINE_VERSION, HandOutcome
@@ -34,9 +35,15 @@ class RecordError(ValueError):
 class RecordWriter:
     """Builds a match record hand by hand (used by every match runner)."""
 
-    def __init__(self, spec: MatchSpec, versions: list[str] | None = None, match_id: str = "") -> None:
+    def __init__(
+        self, spec: MatchSpec, versions: list[str] | None = None, match_id: str = "", match_key: str = ""
+    ) -> None:
+        """*match_key* derives the bot seeds (:mod:`gaigel.botseed`); default: *match_id*, else
+        :data:`~gaigel.botseed.LOCAL_MATCH_KEY`."""
         self.spec = spec
         rules = spec.ruleset
+        key = match_key or match_id or LOCAL_MATCH_KEY
+        seeds = bot_seeds(spec.seed, rules.players, key)
         self.data: dict[str, Any] = {
             "format": RECORD_FORMAT,
             "format_version": RECORD_VERSION,
@@ -44,13 +51,20 @@ class RecordWriter:
             "protocol_version": PROTOCOL_VERSION,
             "deal_format": DEAL_FORMAT,
             "match_id": match_id,
+            "match_key": key,
             "ruleset": rules.to_dict(),
             "seed": spec.seed,
             "players": rules.players,
             "hands_planned": spec.hands,
             "first_dealer": spec.first_dealer,
             "seats": [
-                {"seat": s, "side": rules.side_of(s), "bot": name, "version": (versions or [])[s] if versions else ""}
+                {
+                    "seat": s,
+                    "side": rules.side_of(s),
+                    "bot": name,
+                    "version": (versions or [])[s] if versions else "",
+                    "bot_seed": seeds[s],
+                }
                 for s, name in enumerate(spec.bots)
             ],
             "hands": [],

@@ -112,7 +112,8 @@ def play_house_match(job: MatchJob) -> tuple[MatchOutcome, dict[str, Any] | None
         bots.append(bot)
     started = time.perf_counter()
     spec = job.spec()
-    score, record = play_match(spec, bots, record=job.record_path is not None)
+    # The match id as the bot seeds' key, as the gRPC executor does: both executors play the same matches.
+    score, record = play_match(spec, bots, record=job.record_path is not None, match_key=job.match_id)
     duration = time.perf_counter() - started
     if record is not None:
         record["match_id"] = job.match_id

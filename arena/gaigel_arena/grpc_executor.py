@@ -633,6 +633,7 @@ class GrpcExecutor:
                 # One id per attempt: a retried (void) match must not get the ended match of its last attempt.
                 request_id=f"{job.match_id}.{secrets.token_hex(4)}",
                 withhold_seed=True,  # duplicate sets play this seed again under other seatings
+                match_key=job.match_id,  # bot seeds from the schedule, not the server's random id: reruns match
             ),
             metadata=metadata,
         )

@@ -4,8 +4,11 @@ For each decision it samples full states consistent with its observation
 (:func:`gaigel.determinize.determinize`: unseen cards dealt uniformly, subject to what the
 strict phase revealed), plays every legal action in each sample, finishes the hand with a
 fast greedy rollout policy, and picks the action with the best mean result for its side.
-It never sees the real state: only ``request.observation``. With a fixed seed and the
-playout budget (not a time budget) its choice is a function of the observation alone.
+It never sees the real state: only ``request.observation``. Its budget is a number of
+samples, not a time: with the same seed (its seat's bot seed over gRPC) its choice is a
+function of the observation alone, on any machine at any load. A wall-clock safety cap
+(``max_seconds``, far above a normal decision) only guards against a stuck machine; when
+it fires, ``time_capped`` is set for that decision and the record flags it TIME_CAPPED.
 """
 
 from __future__ import annotations
@@ -68,16 +71,21 @@ def rollout_action(state: GaigelState, rng: random.Random) -> int:
 
 
 class SearchBot(Bot):
-    """Determinized Monte Carlo search with a playout budget per decision."""
+    """Determinized Monte Carlo search with a playout budget per decision.
+
+    ``time_capped`` tells whether the last decision was cut short by the safety cap (then
+    its choice depends on the machine's speed); match runners record it.
+    """
 
     name = "search"
 
-    def __init__(self, samples: int = 48, max_seconds: float = 0.8, seed: int = 0) -> None:
+    def __init__(self, samples: int = 48, max_seconds: float = 10.0, seed: int = 0) -> None:
         self.samples = samples
         self.max_seconds = max_seconds
         self.seed = seed
         self.seat = 0
         self.playouts = 0
+        self.time_capped = False
 
     def start_match(self, spec: MatchSpec, seat: int) -> None:
         self.seed = spec.seed
@@ -90,6 +98,7 @@ class SearchBot(Bot):
 
     def decide(self, request: DecisionRequest) -> int:
         legal = request.legal_actions
+        self.time_capped = False
         if len(legal) == 1:
             return legal[0]
         obs = request.observation
@@ -98,7 +107,7 @@ class SearchBot(Bot):
         rng = self._rng(request)
         totals = dict.fromkeys(legal, 0.0)
         deadline = time.perf_counter() + self.max_seconds
-        for _ in range(self.samples):
+        for sample in range(self.samples):
             world = determinize(obs, rules, rng)
             for a in legal:
                 sim = world.clone()
@@ -109,6 +118,7 @@ class SearchBot(Bot):
                 assert outcome is not None
                 totals[a] += hand_value(outcome, side)
                 self.playouts += 1
-            if time.perf_counter() > deadline:
+            if sample + 1 < self.samples and time.perf_counter() > deadline:
+                self.time_capped = True  # a safety net only: the choice now depends on the machine
                 break
         return max(legal, key=lambda a: (totals[a], -a))

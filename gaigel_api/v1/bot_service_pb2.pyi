@@ -256,21 +256,28 @@ class Action(_message.Message):
 
     DECISION_ID_FIELD_NUMBER: _builtins.int
     ACTION_ID_FIELD_NUMBER: _builtins.int
+    TIME_CAPPED_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """Required. The decision_id of the DecisionRequest being answered."""
     action_id: _builtins.int
     """Required. The id of one of the request's legal actions (the closed action space of
     protocol v1, 0..164, documented in gaigel/actions.py).
     """
+    time_capped: _builtins.bool
+    """Optional. True when a wall-clock safety cap cut this decision short, so the choice may
+    depend on the machine's speed and a replay may differ. The server records it as the
+    action flag TIME_CAPPED.
+    """
     def __init__(
         self,
         *,
         decision_id: _builtins.str = ...,
         action_id: _builtins.int = ...,
+        time_capped: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "decision_id", b"decision_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "decision_id", b"decision_id", "time_capped", b"time_capped"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -429,6 +436,7 @@ class MatchStart(_message.Message):
     FIRST_DEALER_SEAT_FIELD_NUMBER: _builtins.int
     CLOCK_FIELD_NUMBER: _builtins.int
     RESUME_TOKEN_FIELD_NUMBER: _builtins.int
+    BOT_SEED_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     """The match id."""
     seat: _builtins.int
@@ -450,6 +458,13 @@ class MatchStart(_message.Message):
     """The dealer of hand 0; the deal then passes to the next seat every hand."""
     resume_token: _builtins.str
     """The secret token for resuming this seat with Resume; never share it."""
+    bot_seed: _builtins.int
+    """The seed for this seat's own randomness. Seed every random choice from it (and from
+    nothing else: no clock, no process id) and a replay of the match with the same seed
+    and match key plays the same way (`gaigel rematch`). Derived one-way from the match
+    seed, the seat and the match key (docs/bot-guide.md, Bot seeds): it reveals nothing
+    about the deals, and it differs per seat and per match.
+    """
     @_builtins.property
     def sides(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Side]:
         """Every side with its seats and bot names, in side order."""
@@ -472,10 +487,11 @@ class MatchStart(_message.Message):
         first_dealer_seat: _builtins.int = ...,
         clock: _common_pb2.ClockSettings | None = ...,
         resume_token: _builtins.str = ...,
+        bot_seed: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["clock", b"clock"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "hands", b"hands", "match_id", b"match_id", "players", b"players", "resume_token", b"resume_token", "ruleset_json", b"ruleset_json", "ruleset_preset", b"ruleset_preset", "seat", b"seat", "side", b"side", "sides", b"sides"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_seed", b"bot_seed", "clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "hands", b"hands", "match_id", b"match_id", "players", b"players", "resume_token", b"resume_token", "ruleset_json", b"ruleset_json", "ruleset_preset", b"ruleset_preset", "seat", b"seat", "side", b"side", "sides", b"sides"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

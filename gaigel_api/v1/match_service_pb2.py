@@ -27,7 +27,7 @@ from . import game_pb2 as gaigel_dot_v1_dot_game__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dgaigel/v1/match_service.proto\x12\tgaigel.v1\x1a\x16gaigel/v1/common.proto\x1a\x14gaigel/v1/game.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x04\n\x05Match\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12$\n\x05state\x18\x02 \x01(\x0e\x32\x15.gaigel.v1.MatchState\x12\x0f\n\x07players\x18\x03 \x01(\x05\x12\x1e\n\x05sides\x18\x04 \x03(\x0b\x32\x0f.gaigel.v1.Side\x12\x16\n\x0eruleset_preset\x18\x05 \x01(\t\x12\x14\n\x0cruleset_json\x18\x06 \x01(\t\x12\r\n\x05hands\x18\x07 \x01(\x05\x12\x19\n\x11\x66irst_dealer_seat\x18\x08 \x01(\x05\x12\x11\n\x04seed\x18\t \x01(\x04H\x00\x88\x01\x01\x12\'\n\x05\x63lock\x18\n \x01(\x0b\x32\x18.gaigel.v1.ClockSettings\x12\x14\n\x0chands_played\x18\x0b \x01(\x05\x12\x32\n\x0esides_standing\x18\x0c \x03(\x0b\x32\x1a.gaigel.v1.SideMatchResult\x12\x30\n\x0btermination\x18\r \x01(\x0e\x32\x1b.gaigel.v1.MatchTermination\x12\x14\n\x0cwinner_sides\x18\x0e \x03(\x05\x12\x12\n\nrequest_id\x18\x0f \x01(\t\x12/\n\x0b\x63reate_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstart_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x07\n\x05_seed\"\xb8\x02\n\x12\x43reateMatchRequest\x12\x0f\n\x07players\x18\x01 \x01(\x05\x12\x11\n\tseat_bots\x18\x02 \x03(\t\x12\x11\n\tside_bots\x18\x03 \x03(\t\x12\r\n\x05hands\x18\x04 \x01(\x05\x12\x11\n\x04seed\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x16\n\x0eruleset_preset\x18\x06 \x01(\t\x12\x1e\n\x16ruleset_overrides_json\x18\x07 \x01(\t\x12\x1e\n\x11\x66irst_dealer_seat\x18\x08 \x01(\x05H\x01\x88\x01\x01\x12\'\n\x05\x63lock\x18\t \x01(\x0b\x32\x18.gaigel.v1.ClockSettings\x12\x12\n\nrequest_id\x18\n \x01(\t\x12\x15\n\rwithhold_seed\x18\x0b \x01(\x08\x42\x07\n\x05_seedB\x14\n\x12_first_dealer_seat\"6\n\x13\x43reateMatchResponse\x12\x1f\n\x05match\x18\x01 \x01(\x0b\x32\x10.gaigel.v1.Match\"#\n\x0fGetMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"3\n\x10GetMatchResponse\x12\x1f\n\x05match\x18\x01 \x01(\x0b\x32\x10.gaigel.v1.Match\"s\n\x12ListMatchesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12$\n\x05state\x18\x03 \x01(\x0e\x32\x15.gaigel.v1.MatchState\x12\x10\n\x08\x62ot_name\x18\x04 \x01(\t\"Q\n\x13ListMatchesResponse\x12!\n\x07matches\x18\x01 \x03(\x0b\x32\x10.gaigel.v1.Match\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"6\n\x12\x43\x61ncelMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"6\n\x13\x43\x61ncelMatchResponse\x12\x1f\n\x05match\x18\x01 \x01(\x0b\x32\x10.gaigel.v1.Match\")\n\x15GetMatchRecordRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"?\n\x16GetMatchRecordResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0brecord_json\x18\x02 \x01(\t\"<\n\x12RegisterBotRequest\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x14\n\x0crotate_token\x18\x02 \x01(\x08\":\n\x13RegisterBotResponse\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x11\n\tbot_token\x18\x02 \x01(\t\"(\n\x14UnregisterBotRequest\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\"A\n\x15UnregisterBotResponse\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x16\n\x0esessions_ended\x18\x02 \x01(\x05\"9\n\x11WatchMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nfrom_start\x18\x02 \x01(\x08\"\xf5\x01\n\x12WatchMatchResponse\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12!\n\x05match\x18\x02 \x01(\x0b\x32\x10.gaigel.v1.MatchH\x00\x12*\n\nhand_start\x18\x03 \x01(\x0b\x32\x14.gaigel.v1.HandStartH\x00\x12!\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x10.gaigel.v1.EventH\x00\x12&\n\x08hand_end\x18\x05 \x01(\x0b\x32\x12.gaigel.v1.HandEndH\x00\x12(\n\tmatch_end\x18\x06 \x01(\x0b\x32\x13.gaigel.v1.MatchEndH\x00\x42\t\n\x07message*r\n\nMatchState\x12\x1b\n\x17MATCH_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13MATCH_STATE_WAITING\x10\x01\x12\x17\n\x13MATCH_STATE_RUNNING\x10\x02\x12\x15\n\x11MATCH_STATE_ENDED\x10\x03\x32\x83\x05\n\x0cMatchService\x12L\n\x0b\x43reateMatch\x12\x1d.gaigel.v1.CreateMatchRequest\x1a\x1e.gaigel.v1.CreateMatchResponse\x12\x43\n\x08GetMatch\x12\x1a.gaigel.v1.GetMatchRequest\x1a\x1b.gaigel.v1.GetMatchResponse\x12L\n\x0bListMatches\x12\x1d.gaigel.v1.ListMatchesRequest\x1a\x1e.gaigel.v1.ListMatchesResponse\x12L\n\x0b\x43\x61ncelMatch\x12\x1d.gaigel.v1.CancelMatchRequest\x1a\x1e.gaigel.v1.CancelMatchResponse\x12U\n\x0eGetMatchRecord\x12 .gaigel.v1.GetMatchRecordRequest\x1a!.gaigel.v1.GetMatchRecordResponse\x12L\n\x0bRegisterBot\x12\x1d.gaigel.v1.RegisterBotRequest\x1a\x1e.gaigel.v1.RegisterBotResponse\x12R\n\rUnregisterBot\x12\x1f.gaigel.v1.UnregisterBotRequest\x1a .gaigel.v1.UnregisterBotResponse\x12K\n\nWatchMatch\x12\x1c.gaigel.v1.WatchMatchRequest\x1a\x1d.gaigel.v1.WatchMatchResponse0\x01\x42\x36P\x01Z2github.com/gaigel-arena/gaigel/clients/go/gaigelpbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dgaigel/v1/match_service.proto\x12\tgaigel.v1\x1a\x16gaigel/v1/common.proto\x1a\x14gaigel/v1/game.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x04\n\x05Match\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12$\n\x05state\x18\x02 \x01(\x0e\x32\x15.gaigel.v1.MatchState\x12\x0f\n\x07players\x18\x03 \x01(\x05\x12\x1e\n\x05sides\x18\x04 \x03(\x0b\x32\x0f.gaigel.v1.Side\x12\x16\n\x0eruleset_preset\x18\x05 \x01(\t\x12\x14\n\x0cruleset_json\x18\x06 \x01(\t\x12\r\n\x05hands\x18\x07 \x01(\x05\x12\x19\n\x11\x66irst_dealer_seat\x18\x08 \x01(\x05\x12\x11\n\x04seed\x18\t \x01(\x04H\x00\x88\x01\x01\x12\'\n\x05\x63lock\x18\n \x01(\x0b\x32\x18.gaigel.v1.ClockSettings\x12\x14\n\x0chands_played\x18\x0b \x01(\x05\x12\x32\n\x0esides_standing\x18\x0c \x03(\x0b\x32\x1a.gaigel.v1.SideMatchResult\x12\x30\n\x0btermination\x18\r \x01(\x0e\x32\x1b.gaigel.v1.MatchTermination\x12\x14\n\x0cwinner_sides\x18\x0e \x03(\x05\x12\x12\n\nrequest_id\x18\x0f \x01(\t\x12/\n\x0b\x63reate_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstart_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x07\n\x05_seed\"\xcb\x02\n\x12\x43reateMatchRequest\x12\x0f\n\x07players\x18\x01 \x01(\x05\x12\x11\n\tseat_bots\x18\x02 \x03(\t\x12\x11\n\tside_bots\x18\x03 \x03(\t\x12\r\n\x05hands\x18\x04 \x01(\x05\x12\x11\n\x04seed\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x16\n\x0eruleset_preset\x18\x06 \x01(\t\x12\x1e\n\x16ruleset_overrides_json\x18\x07 \x01(\t\x12\x1e\n\x11\x66irst_dealer_seat\x18\x08 \x01(\x05H\x01\x88\x01\x01\x12\'\n\x05\x63lock\x18\t \x01(\x0b\x32\x18.gaigel.v1.ClockSettings\x12\x12\n\nrequest_id\x18\n \x01(\t\x12\x15\n\rwithhold_seed\x18\x0b \x01(\x08\x12\x11\n\tmatch_key\x18\x0c \x01(\tB\x07\n\x05_seedB\x14\n\x12_first_dealer_seat\"6\n\x13\x43reateMatchResponse\x12\x1f\n\x05match\x18\x01 \x01(\x0b\x32\x10.gaigel.v1.Match\"#\n\x0fGetMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"3\n\x10GetMatchResponse\x12\x1f\n\x05match\x18\x01 \x01(\x0b\x32\x10.gaigel.v1.Match\"s\n\x12ListMatchesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12$\n\x05state\x18\x03 \x01(\x0e\x32\x15.gaigel.v1.MatchState\x12\x10\n\x08\x62ot_name\x18\x04 \x01(\t\"Q\n\x13ListMatchesResponse\x12!\n\x07matches\x18\x01 \x03(\x0b\x32\x10.gaigel.v1.Match\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"6\n\x12\x43\x61ncelMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"6\n\x13\x43\x61ncelMatchResponse\x12\x1f\n\x05match\x18\x01 \x01(\x0b\x32\x10.gaigel.v1.Match\")\n\x15GetMatchRecordRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\"?\n\x16GetMatchRecordResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x13\n\x0brecord_json\x18\x02 \x01(\t\"<\n\x12RegisterBotRequest\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x14\n\x0crotate_token\x18\x02 \x01(\x08\":\n\x13RegisterBotResponse\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x11\n\tbot_token\x18\x02 \x01(\t\"(\n\x14UnregisterBotRequest\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\"A\n\x15UnregisterBotResponse\x12\x10\n\x08\x62ot_name\x18\x01 \x01(\t\x12\x16\n\x0esessions_ended\x18\x02 \x01(\x05\"9\n\x11WatchMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x12\n\nfrom_start\x18\x02 \x01(\x08\"\xf5\x01\n\x12WatchMatchResponse\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12!\n\x05match\x18\x02 \x01(\x0b\x32\x10.gaigel.v1.MatchH\x00\x12*\n\nhand_start\x18\x03 \x01(\x0b\x32\x14.gaigel.v1.HandStartH\x00\x12!\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x10.gaigel.v1.EventH\x00\x12&\n\x08hand_end\x18\x05 \x01(\x0b\x32\x12.gaigel.v1.HandEndH\x00\x12(\n\tmatch_end\x18\x06 \x01(\x0b\x32\x13.gaigel.v1.MatchEndH\x00\x42\t\n\x07message*r\n\nMatchState\x12\x1b\n\x17MATCH_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13MATCH_STATE_WAITING\x10\x01\x12\x17\n\x13MATCH_STATE_RUNNING\x10\x02\x12\x15\n\x11MATCH_STATE_ENDED\x10\x03\x32\x83\x05\n\x0cMatchService\x12L\n\x0b\x43reateMatch\x12\x1d.gaigel.v1.CreateMatchRequest\x1a\x1e.gaigel.v1.CreateMatchResponse\x12\x43\n\x08GetMatch\x12\x1a.gaigel.v1.GetMatchRequest\x1a\x1b.gaigel.v1.GetMatchResponse\x12L\n\x0bListMatches\x12\x1d.gaigel.v1.ListMatchesRequest\x1a\x1e.gaigel.v1.ListMatchesResponse\x12L\n\x0b\x43\x61ncelMatch\x12\x1d.gaigel.v1.CancelMatchRequest\x1a\x1e.gaigel.v1.CancelMatchResponse\x12U\n\x0eGetMatchRecord\x12 .gaigel.v1.GetMatchRecordRequest\x1a!.gaigel.v1.GetMatchRecordResponse\x12L\n\x0bRegisterBot\x12\x1d.gaigel.v1.RegisterBotRequest\x1a\x1e.gaigel.v1.RegisterBotResponse\x12R\n\rUnregisterBot\x12\x1f.gaigel.v1.UnregisterBotRequest\x1a .gaigel.v1.UnregisterBotResponse\x12K\n\nWatchMatch\x12\x1c.gaigel.v1.WatchMatchRequest\x1a\x1d.gaigel.v1.WatchMatchResponse0\x01\x42\x36P\x01Z2github.com/gaigel-arena/gaigel/clients/go/gaigelpbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,42 +35,42 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gaigel_api.v1.match_service
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'P\001Z2github.com/gaigel-arena/gaigel/clients/go/gaigelpb'
-  _globals['_MATCHSTATE']._serialized_start=2123
-  _globals['_MATCHSTATE']._serialized_end=2237
+  _globals['_MATCHSTATE']._serialized_start=2142
+  _globals['_MATCHSTATE']._serialized_end=2256
   _globals['_MATCH']._serialized_start=124
   _globals['_MATCH']._serialized_end=702
   _globals['_CREATEMATCHREQUEST']._serialized_start=705
-  _globals['_CREATEMATCHREQUEST']._serialized_end=1017
-  _globals['_CREATEMATCHRESPONSE']._serialized_start=1019
-  _globals['_CREATEMATCHRESPONSE']._serialized_end=1073
-  _globals['_GETMATCHREQUEST']._serialized_start=1075
-  _globals['_GETMATCHREQUEST']._serialized_end=1110
-  _globals['_GETMATCHRESPONSE']._serialized_start=1112
-  _globals['_GETMATCHRESPONSE']._serialized_end=1163
-  _globals['_LISTMATCHESREQUEST']._serialized_start=1165
-  _globals['_LISTMATCHESREQUEST']._serialized_end=1280
-  _globals['_LISTMATCHESRESPONSE']._serialized_start=1282
-  _globals['_LISTMATCHESRESPONSE']._serialized_end=1363
-  _globals['_CANCELMATCHREQUEST']._serialized_start=1365
-  _globals['_CANCELMATCHREQUEST']._serialized_end=1419
-  _globals['_CANCELMATCHRESPONSE']._serialized_start=1421
-  _globals['_CANCELMATCHRESPONSE']._serialized_end=1475
-  _globals['_GETMATCHRECORDREQUEST']._serialized_start=1477
-  _globals['_GETMATCHRECORDREQUEST']._serialized_end=1518
-  _globals['_GETMATCHRECORDRESPONSE']._serialized_start=1520
-  _globals['_GETMATCHRECORDRESPONSE']._serialized_end=1583
-  _globals['_REGISTERBOTREQUEST']._serialized_start=1585
-  _globals['_REGISTERBOTREQUEST']._serialized_end=1645
-  _globals['_REGISTERBOTRESPONSE']._serialized_start=1647
-  _globals['_REGISTERBOTRESPONSE']._serialized_end=1705
-  _globals['_UNREGISTERBOTREQUEST']._serialized_start=1707
-  _globals['_UNREGISTERBOTREQUEST']._serialized_end=1747
-  _globals['_UNREGISTERBOTRESPONSE']._serialized_start=1749
-  _globals['_UNREGISTERBOTRESPONSE']._serialized_end=1814
-  _globals['_WATCHMATCHREQUEST']._serialized_start=1816
-  _globals['_WATCHMATCHREQUEST']._serialized_end=1873
-  _globals['_WATCHMATCHRESPONSE']._serialized_start=1876
-  _globals['_WATCHMATCHRESPONSE']._serialized_end=2121
-  _globals['_MATCHSERVICE']._serialized_start=2240
-  _globals['_MATCHSERVICE']._serialized_end=2883
+  _globals['_CREATEMATCHREQUEST']._serialized_end=1036
+  _globals['_CREATEMATCHRESPONSE']._serialized_start=1038
+  _globals['_CREATEMATCHRESPONSE']._serialized_end=1092
+  _globals['_GETMATCHREQUEST']._serialized_start=1094
+  _globals['_GETMATCHREQUEST']._serialized_end=1129
+  _globals['_GETMATCHRESPONSE']._serialized_start=1131
+  _globals['_GETMATCHRESPONSE']._serialized_end=1182
+  _globals['_LISTMATCHESREQUEST']._serialized_start=1184
+  _globals['_LISTMATCHESREQUEST']._serialized_end=1299
+  _globals['_LISTMATCHESRESPONSE']._serialized_start=1301
+  _globals['_LISTMATCHESRESPONSE']._serialized_end=1382
+  _globals['_CANCELMATCHREQUEST']._serialized_start=1384
+  _globals['_CANCELMATCHREQUEST']._serialized_end=1438
+  _globals['_CANCELMATCHRESPONSE']._serialized_start=1440
+  _globals['_CANCELMATCHRESPONSE']._serialized_end=1494
+  _globals['_GETMATCHRECORDREQUEST']._serialized_start=1496
+  _globals['_GETMATCHRECORDREQUEST']._serialized_end=1537
+  _globals['_GETMATCHRECORDRESPONSE']._serialized_start=1539
+  _globals['_GETMATCHRECORDRESPONSE']._serialized_end=1602
+  _globals['_REGISTERBOTREQUEST']._serialized_start=1604
+  _globals['_REGISTERBOTREQUEST']._serialized_end=1664
+  _globals['_REGISTERBOTRESPONSE']._serialized_start=1666
+  _globals['_REGISTERBOTRESPONSE']._serialized_end=1724
+  _globals['_UNREGISTERBOTREQUEST']._serialized_start=1726
+  _globals['_UNREGISTERBOTREQUEST']._serialized_end=1766
+  _globals['_UNREGISTERBOTRESPONSE']._serialized_start=1768
+  _globals['_UNREGISTERBOTRESPONSE']._serialized_end=1833
+  _globals['_WATCHMATCHREQUEST']._serialized_start=1835
+  _globals['_WATCHMATCHREQUEST']._serialized_end=1892
+  _globals['_WATCHMATCHRESPONSE']._serialized_start=1895
+  _globals['_WATCHMATCHRESPONSE']._serialized_end=2140
+  _globals['_MATCHSERVICE']._serialized_start=2259
+  _globals['_MATCHSERVICE']._serialized_end=2902
 # @@protoc_insertion_point(module_scope)

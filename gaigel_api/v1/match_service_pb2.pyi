@@ -183,6 +183,7 @@ class CreateMatchRequest(_message.Message):
     CLOCK_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     WITHHOLD_SEED_FIELD_NUMBER: _builtins.int
+    MATCH_KEY_FIELD_NUMBER: _builtins.int
     players: _builtins.int
     """Required. The number of players: 2, 3, 4 or 6 (8 as a variant)."""
     hands: _builtins.int
@@ -210,6 +211,14 @@ class CreateMatchRequest(_message.Message):
     the end; GetMatch and GetMatchRecord still give it to the admin. Set it when the same
     seed is played again (an arena's duplicate sets): a seed seen at the end of one
     seating would reveal every hidden card of the next.
+    """
+    match_key: _builtins.str
+    """Optional. The match key from which, with the seed and the seat, each seat's
+    MatchStart.bot_seed is derived (docs/bot-guide.md, Bot seeds); empty means the match
+    id. Give the same key and seed to play a match again with the same bot seeds (an
+    arena uses its own match id); give each match its own key, or the bot seeds of two
+    matches on the same seed are equal and tell the bots that the deals repeat. At most
+    512 characters.
     """
     @_builtins.property
     def seat_bots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -241,10 +250,11 @@ class CreateMatchRequest(_message.Message):
         clock: _common_pb2.ClockSettings | None = ...,
         request_id: _builtins.str = ...,
         withhold_seed: _builtins.bool = ...,
+        match_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat", "_seed", b"_seed", "clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "seed", b"seed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat", "_seed", b"_seed", "clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "hands", b"hands", "players", b"players", "request_id", b"request_id", "ruleset_overrides_json", b"ruleset_overrides_json", "ruleset_preset", b"ruleset_preset", "seat_bots", b"seat_bots", "seed", b"seed", "side_bots", b"side_bots", "withhold_seed", b"withhold_seed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat", "_seed", b"_seed", "clock", b"clock", "first_dealer_seat", b"first_dealer_seat", "hands", b"hands", "match_key", b"match_key", "players", b"players", "request_id", b"request_id", "ruleset_overrides_json", b"ruleset_overrides_json", "ruleset_preset", b"ruleset_preset", "seat_bots", b"seat_bots", "seed", b"seed", "side_bots", b"side_bots", "withhold_seed", b"withhold_seed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__first_dealer_seat: _TypeAlias = _typing.Literal["first_dealer_seat"]  # noqa: Y015
     _WhichOneofArgType__first_dealer_seat: _TypeAlias = _typing.Literal["_first_dealer_seat", b"_first_dealer_seat"]  # noqa: Y015

@@ -8,7 +8,6 @@ forehand).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 
@@ -90,16 +89,12 @@ def engine_observation(
     )
 
 
-def match_seed(match_id: str) -> int:
-    """A 64-bit seed derived from the match id (the real seed is revealed only at MatchEnd)."""
-    return int.from_bytes(hashlib.sha256(f"gaigel-house:{match_id}".encode()).digest()[:8], "big")
-
-
 class HouseBotAdapter(Bot):
     """A house bot such as ``random`` or ``first``, playing over the protocol.
 
-    Randomised house bots are seeded from the match id and seat, since the match seed is
-    secret until MatchEnd.
+    Randomised house bots are seeded from the seat's ``MatchStart.bot_seed`` (the match
+    seed is secret), passed as the spec's seed exactly as the server does for its own house
+    seats, so a rematch with the same seed and match key plays the same.
     """
 
     def __init__(self, name: str) -> None:
@@ -123,7 +118,7 @@ class HouseBotAdapter(Bot):
         try:
             spec = MatchSpec(
                 ruleset=self.ruleset,
-                seed=match_seed(msg.match_id),
+                seed=msg.bot_seed,
                 hands=max(1, msg.hands),
                 bots=tuple(names.get(i, "?") for i in range(msg.players)),
                 first_dealer=msg.first_dealer_seat,
@@ -145,4 +140,6 @@ class HouseBotAdapter(Bot):
             observe=lambda: engine_observation(obs, self.players, self.sides, self.forehand),
             ruleset=self.ruleset,
         )
-        return self.inner.decide(engine_request)
+        choice = self.inner.decide(engine_request)
+        self.time_capped = bool(getattr(self.inner, "time_capped", False))  # the search bot's safety cap
+        return choice

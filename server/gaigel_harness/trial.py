@@ -14,8 +14,10 @@ import time
 from typing import Any
 
 from gaigel.bots import HOUSE_BOTS
+from gaigel.botseed import bot_seeds
 from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ruleset_from_args, seconds_arg, seed_arg
 from gaigel.deal import player_counts_text
+from gaigel.match import MatchSpec
 from gaigel_harness.launch import bot_environment
 from gaigel_server.clock import Clock
 from gaigel_server.commands import add_clock_args, clock_from_args, clock_options
@@ -139,6 +141,12 @@ class _Watch:
         return None
 
 
+def try_match_key(seed: int) -> str:
+    """The bot seeds' match key of a ``gaigel try`` match: from its seed alone, so trying the same
+    seed again, locally or on a server, gives the bots the same seeds and the same match."""
+    return f"try-{seed}"
+
+
 async def _play_on_server(
     seat_bots: list[str],
     commands: dict[str, list[str]],
@@ -149,6 +157,7 @@ async def _play_on_server(
     clock: Any,
     time_limit: float,
     preset_name: str = "default",
+    match_key: str = "",
 ) -> tuple[dict[str, Any], list[str]]:
     """Runs one match on an in-process server; non-house bots are launched from *commands* (one process per seat)."""
     from gaigel_api.v1 import match_service_pb2 as ms
@@ -176,6 +185,7 @@ async def _play_on_server(
             ruleset_preset=preset_name,
             ruleset_overrides_json=rules_json,
             first_dealer_seat=first_dealer,
+            match_key=match_key,
         )
         table = servicer.build_table(request)
         server.lobby.add_table(table)
@@ -271,6 +281,7 @@ async def _try_on_remote_server(
             ruleset_preset=args.rules,
             ruleset_overrides_json=json.dumps(rules.to_dict()),
             first_dealer_seat=0,
+            match_key=try_match_key(seed),
         )
         for field, value in clock_options(args).items():  # the others are left to the server
             if field == "strikes_limit":
@@ -386,6 +397,7 @@ def cmd_try(args: argparse.Namespace) -> int:
                 clock_from_args(args),
                 args.time_limit,
                 args.rules,
+                try_match_key(seed),
             )
         )
     if args.record:
@@ -455,6 +467,22 @@ def _house_kind(name: str) -> str | None:
     return kind if kind in HOUSE_BOTS else None
 
 
+def recorded_bot_seeds(record: dict[str, Any], spec: MatchSpec) -> list[int] | None:
+    """The bot seed of each seat of *record*, from its seed and match key; None for a record
+    without a match key (``gaigel play``, the local arena: there bots saw the match seed).
+
+    :raises CliError: when the recorded ``seats[].bot_seed`` disagree with the derivation.
+    """
+    key = record.get("match_key")
+    if not isinstance(key, str):
+        return None
+    seeds = bot_seeds(spec.seed, spec.players, key)
+    recorded = [s.get("bot_seed") for s in record["seats"] if isinstance(s, dict)]
+    if any(r is not None for r in recorded) and recorded != seeds:
+        raise CliError(f"the record's seats[].bot_seed do not follow from its seed and match_key {key!r}")
+    return seeds
+
+
 def cmd_rematch(args: argparse.Namespace) -> int:
     """gaigel rematch."""
     import shlex
@@ -476,9 +504,11 @@ def cmd_rematch(args: argparse.Namespace) -> int:
         raise CliError(
             f"no command for bot(s) {', '.join(missing)}: give --bots NAME=CMD (house bots: {', '.join(sorted(HOUSE_BOTS))})"
         )
+    recorded_bot_seeds(record, spec)  # a record whose bot seeds do not follow from its key is refused
+    key = record.get("match_key") or ""
     if not commands or not any(b in commands for b in spec.bots):
         bots = [make_bot(_house_kind(b) or b) for b in spec.bots]
-        _, new = play_match(spec, bots)
+        _, new = play_match(spec, bots, match_key=key)
         assert new is not None
     else:
         seat_bots = [b if b in commands else f"house:{_house_kind(b)}" for b in spec.bots]
@@ -493,6 +523,7 @@ def cmd_rematch(args: argparse.Namespace) -> int:
                 spec.first_dealer % spec.players,
                 clock,
                 args.time_limit,
+                match_key=key,
             )
         )
         for note in notes:

@@ -294,8 +294,10 @@ function render() {
   renderEvents(view);
   renderFaults(step);
   // hand and step as the record and gaigel try number them (from 0)
+  // a hand cut short ends at the decision that was never answered: name that step
   const where = step.i < step.n ? "hand " + step.hand + " step " + step.i + " of " + step.n
-      : "hand " + step.hand + (step.outcome ? " over (" : " cut short (") + step.n + " steps)";
+      : step.outcome ? "hand " + step.hand + " over (" + step.n + " steps)"
+      : "hand " + step.hand + " step " + step.n + " (cut short: no answer recorded)";
   document.getElementById("position").textContent =
       where + " \u00b7 trick " + (step.trick_no + 1) + " \u00b7 page step " + cur + "/" + (STEPS.length - 1);
   const slider = document.getElementById("slider");

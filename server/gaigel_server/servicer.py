@@ -18,6 +18,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gaigel.bots import HOUSE_BOTS, make_bot
+from gaigel.botseed import check_match_key
 from gaigel.deal import PLAYER_COUNTS, player_counts_text
 from gaigel.match import Bot, MatchSpec
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
@@ -334,7 +335,9 @@ class BotServicer:
                     if len(req.action.decision_id) > MAX_DECISION_ID:
                         _reject_long_id(session, req.action)
                         continue
-                    answer = Answer(req.action.decision_id, req.action.action_id, time.monotonic())
+                    answer = Answer(
+                        req.action.decision_id, req.action.action_id, time.monotonic(), req.action.time_capped
+                    )
                     table = session.table
                     if table is not None and table.state == RUNNING:
                         table.on_action(session.seat, answer)
@@ -563,6 +566,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
                 )
             else:
                 self.metrics.bot(bot)
+        check_match_key(request.match_key)
         if request.hands < 1:
             raise ValueError(f"hands must be at least 1, got {request.hands}")
         seed = request.seed if request.HasField("seed") else secrets.randbits(64)
@@ -574,6 +578,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         clock = codec.merge_clock(self.default_clock, request.clock if request.HasField("clock") else None)
         table = self.lobby.new_table(secrets.token_hex(8), spec, clock, name, house, request.request_id)
         table.withhold_seed = request.withhold_seed
+        table.match_key = request.match_key or table.match_id
         return table
 
     async def GetMatch(

@@ -110,6 +110,7 @@ class Answer:
     decision_id: str
     action_id: int
     received: float
+    time_capped: bool = False  # the bot's safety time cap cut the decision short (recorded as TIME_CAPPED)
 
 
 class BotSession:

@@ -1,9 +1,9 @@
 """The async match runner: one :class:`Table` per match, with clocks and fault policies.
 
-A table plays a :class:`~gaigel.match.MatchSpec` hand by hand on the engine, asks each
-seat for its decisions (a bot session over gRPC, or an in-process house bot), applies the
-policies of DESIGN.md (strikes, timeouts with bank, disconnect and resume, forfeit) and
-writes a :class:`~gaigel.record.RecordWriter` record.
+A table steps the engine's :class:`~gaigel.match.MatchDriver` (the one match loop of every
+runner: deals, score, record), asks each seat for its decisions (a bot session over gRPC,
+or an in-process house bot), applies the policies of DESIGN.md (strikes, timeouts with
+bank, disconnect and resume, forfeit) and tells seats and spectators what happened.
 
 It delegates by responsibility: each seat's :class:`~gaigel_server.ledger.SeatLedger` judges
 its answers, its :class:`~gaigel_server.clock.SeatClock` keeps its time, and the
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import hmac
 import json
 import secrets
@@ -29,9 +28,17 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from gaigel import actions as A
-from gaigel.match import Bot, DecisionRequest, MatchScore, MatchSpec, hand_setup
-from gaigel.record import RecordWriter
-from gaigel.state import GaigelState
+from gaigel.botseed import bot_seeds
+from gaigel.match import (
+    Bot,
+    DecisionRequest,
+    HandEnded,
+    HandStarted,
+    MatchDriver,
+    MatchScore,
+    MatchSpec,
+    MatchTermination,
+)
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
@@ -94,6 +101,7 @@ class Table:
         self.preset = preset
         self.request_id = request_id
         self.withhold_seed = False  # never reveal the seed to bots and spectators (CreateMatch)
+        self.match_key = match_id  # derives the bot seeds with the seed (CreateMatch's match_key)
         self.house = house
         self.hooks = hooks
         self.metrics = hooks.metrics
@@ -105,9 +113,10 @@ class Table:
         self.create_time = _now_ts()
         self.start_time: timestamp_pb2.Timestamp | None = None
         self.end_time: timestamp_pb2.Timestamp | None = None
-        self.score = MatchScore(spec)
+        self.score = MatchScore(spec)  # the driver's score once the match has started
         self._record_z: bytes | None = None  # the record as compressed JSON once the match has ended
-        self.writer: RecordWriter | None = None
+        self.driver: MatchDriver | None = None
+        """Steps the match and writes its record, from the start (or a cancel while waiting) to the end."""
         self.task: asyncio.Task[None] | None = None
         self.cancel_termination = "cancelled"
         self.cancel_reason = ""
@@ -117,9 +126,7 @@ class Table:
         self.broadcast = Broadcast(n, owner=self)
         self.inbox: asyncio.Queue[Answer | Forfeited] = asyncio.Queue()
         self.forfeit_side: int | None = None
-        self.hand_index: int | None = None
-        self.step = 0
-        self.hand_open = False
+        self.hand_events: codec.HandEvents | None = None  # routes the engine events of the hand in play
         self.tricks_cache: list[gm.Trick] = []  # completed tricks of the current hand, as sent in observations
         self.log = get_logger(match_id=match_id)
 
@@ -129,6 +136,10 @@ class Table:
     def sessions(self) -> list[BotSession | None]:
         """The session of each seat (None for house seats, and once the match has ended)."""
         return self.broadcast.seats
+
+    def bot_seeds(self) -> list[int]:
+        """Each seat's MatchStart.bot_seed: from the seed, the seat and the match key."""
+        return bot_seeds(self.spec.seed, self.spec.players, self.match_key)
 
     def seat_bot(self, seat: int) -> str:
         """The bot name of *seat*."""
@@ -173,9 +184,10 @@ class Table:
             return
         ledger = self.ledgers[seat]
         over_limit = strike and ledger.strike()
-        if self.writer is not None:
-            self.writer.fault(seat, reason, message, self.hand_index, self.step if self.hand_open else None)
-        hand_index = self.hand_index if self.hand_open else None
+        driver = self.driver
+        assert driver is not None
+        driver.fault(seat, reason, message)
+        hand_index = driver.hand_index if driver.hand_open else None
         own = codec.fault(seat, reason, message, hand_index, decision_id, strike, ledger.strikes)
         self.faults[seat].append(own)
         self.metrics.faults.labels(reason).inc()
@@ -184,7 +196,7 @@ class Table:
         )
         summary = f"seat {seat}: {reason.lower().replace('_', ' ')}"
         public = codec.fault(seat, reason, summary, hand_index, "", strike, ledger.strikes)
-        self.broadcast.fault(seat, self.hand_index if self.hand_index is not None else 0, own, public)
+        self.broadcast.fault(seat, max(driver.hand_index, 0), own, public)
         if over_limit:
             self._forfeit(seat, f"seat {seat} has {ledger.strikes} strikes, over the limit of {ledger.strikes_limit}")
 
@@ -269,15 +281,22 @@ class Table:
             self.versions[seat] = sess.bot_version
         self.state = RUNNING
         self.start_time = _now_ts()
-        self._open_record().data["ruleset_preset"] = self.preset
+        self._open_driver()
         self.task = asyncio.get_running_loop().create_task(self.run(), name=f"match-{self.match_id}")
 
-    def _open_record(self) -> RecordWriter:
-        """Starts the record (also of a match cancelled while waiting) and counts the match active."""
-        self.writer = RecordWriter(self.spec, versions=list(self.versions), match_id=self.match_id)
-        self.writer.data["clock"] = self.clock.to_dict()
+    def _open_driver(self) -> MatchDriver:
+        """Starts the match's driver and record (also of a match cancelled while waiting) and counts
+        the match active."""
+        driver = MatchDriver(
+            self.spec, versions=self.versions, match_id=self.match_id, events=True, match_key=self.match_key
+        )
+        writer = driver.writer
+        assert writer is not None
+        writer.data["clock"] = self.clock.to_dict()
+        writer.data["ruleset_preset"] = self.preset
+        self.driver, self.score = driver, driver.score
         self.metrics.active_matches.inc()
-        return self.writer
+        return driver
 
     async def run(self) -> None:
         """Plays the match to its end, whatever happens, and always writes the record."""
@@ -297,7 +316,7 @@ class Table:
         self.cancel_termination = termination
         self.cancel_reason = reason
         if self.state == WAITING:
-            self._open_record()  # a match that never started still gets its record
+            self._open_driver()  # a match that never started still gets its record
             self.state = RUNNING
             self._finish(termination)
         elif self.task is not None and not self.task.done():
@@ -308,85 +327,87 @@ class Table:
         return self.broadcast.unbind()
 
     # --- the match loop ------------------------------------------------------------------
-    # _play steps the engine hand by hand; _decide asks the seat to act: a house bot in process,
-    # or a remote seat through its ledger (issue, verdicts) and clock (deadline, bank).
+    # _play steps the driver; _decide asks the seat to act: a house bot in process, or a remote
+    # seat through its ledger (issue, verdicts) and clock (deadline, bank).
 
     async def _play(self) -> None:
-        spec, rules = self.spec, self.rules
-        writer = self.writer
-        assert writer is not None
+        driver = self.driver
+        assert driver is not None
         for seat, bot in self.house.items():
-            bot.start_match(spec, seat)
+            bot.start_match(driver.bot_spec(seat), seat)
         for seat, start in enumerate(views.match_starts(self)):
             self.broadcast.send(seat, match_start=start)
-        self.log.info("match_start", players=spec.players, hands=spec.hands, bots=list(spec.bots))
-        k = 0
-        while not self.score.finished() and self.forfeit_side is None:
-            d, dealer, forehand = hand_setup(spec, k)
-            # record_events=True also captures what happens at the deal (a hand can end there: five Sevens).
-            state = GaigelState(rules, d, forehand, record_events=True)
-            events = state.events
-            assert events is not None
-            self.hand_index, self.step = k, 0
-            writer.begin_hand(k, dealer, forehand, d)
-            self.hand_open = True
-            hev = codec.HandEvents(rules, k, state.talon_size)
-            self.tricks_cache = []
-            for seat in range(spec.players):
-                self.broadcast.send(seat, hand_start=codec.hand_start(state, k, dealer, seat))
-            self.broadcast.publish("hand_start", codec.hand_start(state, k, dealer, None))
-            for ev in events:
-                for routed in hev.feed(ev):
-                    self.broadcast.event(routed)
-            events.clear()
-            while not state.is_terminal():
-                seat = state.to_act
-                legal = state.legal_actions()
-                decided = await self._decide(seat, state, k, legal)
+        self.log.info("match_start", players=self.spec.players, hands=self.spec.hands, bots=list(self.spec.bots))
+        while not self._forfeited(driver):
+            step = driver.next()
+            if isinstance(step, DecisionRequest):
+                decided = await self._decide(step)
                 if decided is None:
-                    break
-                action, used, flags = decided
-                state.apply(action)
-                writer.action(seat, action, used, state.state_hash(), flags)
-                self.step += 1
-                for ev in events:
-                    for routed in hev.feed(ev):
-                        self.broadcast.event(routed)
-                events.clear()
-            if not state.is_terminal():
-                break  # forfeit: the hand is aborted in _finish
-            outcome = state.outcome()
-            assert outcome is not None
-            self.score.add(outcome)
-            writer.end_hand(outcome)
-            self.hand_open = False
-            self.broadcast.announce("hand_end", codec.hand_end(state, k, hev.deciding_seat, rules))
-            self.log.info(
-                "hand_end",
-                hand=k,
-                termination=outcome.termination.value,
-                winners=list(outcome.winners),
-                points=list(outcome.points),
-            )
-            k += 1
+                    return  # a side forfeited: _finish aborts the hand
+                driver.decide(*decided)
+                self._tell_events(driver)
+            elif isinstance(step, HandStarted):
+                self._hand_started(step, driver)
+            elif isinstance(step, HandEnded):
+                self._hand_ended(step)
+            else:
+                return  # MatchOver: every hand is played
 
-    async def _decide(self, seat: int, state: GaigelState, k: int, legal: list[int]) -> Decided | None:
+    def _forfeited(self, driver: MatchDriver) -> bool:
+        """A side has forfeited and no hand is left to count (a hand whose last card fell still counts)."""
+        if self.forfeit_side is None:
+            return False
+        return not (driver.hand_open and driver.state is not None and driver.state.is_terminal())
+
+    def _hand_started(self, step: HandStarted, driver: MatchDriver) -> None:
+        state, k = step.state, step.hand_index
+        self.hand_events = codec.HandEvents(self.rules, k, state.talon_size)
+        self.tricks_cache = []
+        for seat in range(self.spec.players):
+            self.broadcast.send(seat, hand_start=codec.hand_start(state, k, step.dealer, seat))
+        self.broadcast.publish("hand_start", codec.hand_start(state, k, step.dealer, None))
+        self._tell_events(driver)  # what happened at the deal (a hand can end there: five Sevens)
+
+    def _tell_events(self, driver: MatchDriver) -> None:
+        hev = self.hand_events
+        assert hev is not None
+        for ev in driver.take_events():
+            for routed in hev.feed(ev):
+                self.broadcast.event(routed)
+
+    def _hand_ended(self, step: HandEnded) -> None:
+        hev = self.hand_events
+        assert hev is not None
+        self.broadcast.announce("hand_end", codec.hand_end(step.state, step.hand_index, hev.deciding_seat, self.rules))
+        outcome = step.outcome
+        self.log.info(
+            "hand_end",
+            hand=step.hand_index,
+            termination=outcome.termination.value,
+            winners=list(outcome.winners),
+            points=list(outcome.points),
+        )
+
+    async def _decide(self, request: DecisionRequest) -> Decided | None:
         if self.forfeit_side is not None:
             return None
+        seat = request.seat
         bot = self.house.get(seat)
         if bot is not None:
             await asyncio.sleep(0)  # let other tables and streams run
             started = time.perf_counter()
-            request = DecisionRequest(seat, k, tuple(legal), functools.partial(state.observation, seat), self.rules)
             action = bot.decide(request)
             used = time.perf_counter() - started
-            if action not in legal:
+            if action not in request.legal_actions:
                 raise RuntimeError(f"house bot {self.seat_bot(seat)} chose illegal action {action}")
             self.metrics.decisions.labels("house").inc()
-            return action, used, ()
-        return await self._remote_decide(seat, state, k, legal)
+            return action, used, ("TIME_CAPPED",) if getattr(bot, "time_capped", False) else ()
+        return await self._remote_decide(request)
 
-    async def _remote_decide(self, seat: int, state: GaigelState, k: int, legal: list[int]) -> Decided | None:
+    async def _remote_decide(self, req: DecisionRequest) -> Decided | None:
+        seat, k, legal = req.seat, req.hand_index, list(req.legal_actions)
+        driver = self.driver
+        assert driver is not None and driver.state is not None
         sess = self.sessions[seat]
         assert sess is not None
         ledger, seat_clock = self.ledgers[seat], self.seat_clocks[seat]
@@ -395,14 +416,14 @@ class Table:
         request = bs.DecisionRequest(
             decision_id=did,
             legal_actions=[codec.legal_action(a) for a in legal],
-            observation=codec.observation(state.observation(seat), k, self.tricks_cache),
+            observation=codec.observation(req.observation, k, self.tricks_cache),
             time_left=codec.duration(decision_time),
             bank_left=codec.duration(bank),
         )
         strikes_before = ledger.strikes
         was_connected = sess.connected
         queued = time.monotonic()
-        ledger.issue(did, legal, state.why_illegal)
+        ledger.issue(did, legal, driver.state.why_illegal)
         sent = sess.send_tracked(decision_request=request)
         request_sequence = sess.sequence
         start = queued
@@ -444,10 +465,12 @@ class Table:
             seat=seat,
             bot=self.seat_bot(seat),
             hand=k,
-            step=self.step,
+            step=driver.step,
             action=item.action_id,
             seconds=round(used, 6),
         )
+        if item.time_capped:
+            flags.append("TIME_CAPPED")
         return item.action_id, used, tuple(flags)
 
     async def _await_answer(self, did: str, deadline: float) -> Answer | Forfeited | None:
@@ -491,17 +514,18 @@ class Table:
     # --- the end ---------------------------------------------------------------------
 
     def _finish(self, termination: str) -> None:
-        writer = self.writer
-        assert writer is not None
+        driver = self.driver
+        assert driver is not None
         self.termination = termination
         for ledger in self.ledgers:
             ledger.close()
-        if self.hand_open:
-            writer.end_hand(None, aborted=True)
-            self.hand_open = False
-            self.broadcast.announce("hand_end", codec.hand_end(None, self.hand_index or 0, None, self.rules))
-        forfeit = [self.forfeit_side] if termination == "forfeit" and self.forfeit_side is not None else None
-        record = writer.finish(self.score, termination, forfeit_sides=forfeit)
+        if driver.over is None:  # ended early: a forfeit, an abort or a cancel
+            forfeit = (self.forfeit_side,) if termination == "forfeit" and self.forfeit_side is not None else ()
+            over = driver.end(MatchTermination(termination), forfeit)
+            if over.aborted_hand is not None:
+                self.broadcast.announce("hand_end", codec.hand_end(None, over.aborted_hand, None, self.rules))
+        assert driver.over is not None and driver.over.record is not None
+        record = driver.over.record
         if self.cancel_reason:
             record["cancel_reason"] = self.cancel_reason
         self._record_z = zlib.compress(json.dumps(record).encode())
@@ -532,7 +556,8 @@ class Table:
     def _compact(self) -> None:
         """Drops what only a running match needs: the lobby keeps ended tables for a long time
         (GetMatch, GetMatchRecord, WatchMatch)."""
-        self.writer = None
+        self.driver = None
+        self.hand_events = None
         self.house = {}
         self.tricks_cache = []
         for ledger in self.ledgers:

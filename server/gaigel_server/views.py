@@ -65,6 +65,7 @@ def match_starts(table: Table) -> list[bs.MatchStart]:
     """The MatchStart of each seat, with its resume token."""
     spec, rules = table.spec, table.rules
     sides = match(table, admin=False).sides
+    seeds = table.bot_seeds()
     return [
         bs.MatchStart(
             match_id=table.match_id,
@@ -78,6 +79,7 @@ def match_starts(table: Table) -> list[bs.MatchStart]:
             first_dealer_seat=spec.first_dealer % spec.players,
             clock=codec.clock(table.clock),
             resume_token=table.resume_tokens[seat],
+            bot_seed=seeds[seat],
         )
         for seat in range(spec.players)
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import threading
 from typing import Any
@@ -161,4 +162,49 @@ def test_resume_after_cut_connections_against_real_server() -> None:
         assert not any(f.strike for f in bot.end.faults)
     finally:
         proxy.close()
+        server.stop()
+
+
+class Capper(Bot):
+    """Keeps the bot seed it was given and says its first decision was time-capped."""
+
+    name = "capper"
+
+    def __init__(self) -> None:
+        self.seeds: list[tuple[int, int]] = []
+        self.decisions = 0
+
+    def on_match_start(self, msg: pb.MatchStart) -> None:
+        self.seeds.append((self.bot_seed, msg.bot_seed))
+
+    def decide(self, request: pb.DecisionRequest) -> int:
+        self.decisions += 1
+        self.time_capped = self.decisions == 1
+        return request.legal_actions[0].id
+
+
+def test_sdk_gives_the_bot_seed_and_sends_time_capped() -> None:
+    """bot.bot_seed is the seat's MatchStart.bot_seed before on_match_start; a decide that sets
+    time_capped is recorded TIME_CAPPED, and the SDK resets it so later ones are not."""
+    from gaigel.botseed import bot_seed
+
+    server = RealServer({"capper": "tok-c"})
+    try:
+        metadata = (("authorization", "Bearer admin-secret"),)
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = ms_grpc.MatchServiceStub(channel)
+            request = ms.CreateMatchRequest(
+                players=2, seat_bots=["house:first", "capper"], hands=1, seed=21, match_key="sdk-key"
+            )
+            match_id = stub.CreateMatch(request, metadata=metadata, timeout=10).match.match_id
+            bot = Capper()
+            assert run(bot, f"127.0.0.1:{server.port}", "tok-c", matches=1) == 1
+            record = json.loads(
+                stub.GetMatchRecord(ms.GetMatchRecordRequest(match_id=match_id), metadata=metadata).record_json
+            )
+        assert bot.seeds == [(bot_seed(21, 1, "sdk-key"), bot_seed(21, 1, "sdk-key"))]
+        flags = [a.get("flags", []) for h in record["hands"] for a in h["actions"] if a["seat"] == 1]
+        assert len(flags) == bot.decisions > 1
+        assert flags[0] == ["TIME_CAPPED"] and all(f == [] for f in flags[1:])
+    finally:
         server.stop()

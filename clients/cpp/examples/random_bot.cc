@@ -8,7 +8,8 @@
 
 class RandomBot : public gaigel::Bot {
  public:
-  explicit RandomBot(unsigned long long seed) : rng_(seed) {}
+  // The seat's bot seed: a rematch of this match's record plays the same choices.
+  void OnMatchStart(const gaigel::v1::MatchStart& start) override { rng_.seed(start.bot_seed()); }
 
   int Decide(const gaigel::v1::DecisionRequest& request) override {
     const auto& obs = request.observation();  // what this seat knows now
@@ -27,12 +28,11 @@ class RandomBot : public gaigel::Bot {
   }
 
  private:
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_{0};
 };
 
 int main() {
-  const char* seed = std::getenv("GAIGEL_SEED");
-  RandomBot bot(seed ? std::strtoull(seed, nullptr, 10) : 0);
+  RandomBot bot;
   gaigel::Options options;
   options.bot_version = "random-cpp 1.0";
   options.verbose = std::getenv("GAIGEL_VERBOSE") != nullptr;

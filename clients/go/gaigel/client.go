@@ -49,6 +49,14 @@ type Listener interface {
 	OnMessage(msg *pb.PlayResponse)
 }
 
+// MatchStarter is optionally implemented by a Bot that wants to know each match before
+// its first decision: seed your randomness from ms.GetBotSeed() there (and from nothing
+// else) so a rematch with the same seed and match key plays the same
+// (docs/bot-guide.md, Bot seeds).
+type MatchStarter interface {
+	StartMatch(ms *pb.MatchStart)
+}
+
 // Config says where and as whom to connect. Empty fields take their defaults.
 type Config struct {
 	// Server is "host:port"; default $GAIGEL_SERVER, else DefaultServer.
@@ -306,6 +314,9 @@ func (s *session) handle(msg *pb.PlayResponse, resuming bool) error {
 			grace: ms.GetClock().GetResumeGrace().AsDuration()}
 		s.pending = nil
 		s.log.Info("gaigel: match started", "match", ms.GetMatchId(), "seat", ms.GetSeat(), "players", ms.GetPlayers())
+		if starter, ok := s.bot.(MatchStarter); ok {
+			starter.StartMatch(ms)
+		}
 		if s.cfg.Matches > 0 && s.done+1 >= s.cfg.Matches && !s.left {
 			s.left = true
 			return s.stream.Send(&pb.PlayRequest{Message: &pb.PlayRequest_Leave{Leave: &pb.Leave{}}})

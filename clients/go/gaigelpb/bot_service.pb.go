@@ -470,7 +470,11 @@ type Action struct {
 	DecisionId string `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	// Required. The id of one of the request's legal actions (the closed action space of
 	// protocol v1, 0..164, documented in gaigel/actions.py).
-	ActionId      int32 `protobuf:"varint,2,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
+	ActionId int32 `protobuf:"varint,2,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
+	// Optional. True when a wall-clock safety cap cut this decision short, so the choice may
+	// depend on the machine's speed and a replay may differ. The server records it as the
+	// action flag TIME_CAPPED.
+	TimeCapped    bool `protobuf:"varint,3,opt,name=time_capped,json=timeCapped,proto3" json:"time_capped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +521,13 @@ func (x *Action) GetActionId() int32 {
 		return x.ActionId
 	}
 	return 0
+}
+
+func (x *Action) GetTimeCapped() bool {
+	if x != nil {
+		return x.TimeCapped
+	}
+	return false
 }
 
 // Asks the server to assign no further matches. The current match, if any, is played to
@@ -874,7 +885,13 @@ type MatchStart struct {
 	// The clocks and the strikes limit.
 	Clock *ClockSettings `protobuf:"bytes,10,opt,name=clock,proto3" json:"clock,omitempty"`
 	// The secret token for resuming this seat with Resume; never share it.
-	ResumeToken   string `protobuf:"bytes,11,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	ResumeToken string `protobuf:"bytes,11,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// The seed for this seat's own randomness. Seed every random choice from it (and from
+	// nothing else: no clock, no process id) and a replay of the match with the same seed
+	// and match key plays the same way (`gaigel rematch`). Derived one-way from the match
+	// seed, the seat and the match key (docs/bot-guide.md, Bot seeds): it reveals nothing
+	// about the deals, and it differs per seat and per match.
+	BotSeed       uint64 `protobuf:"varint,12,opt,name=bot_seed,json=botSeed,proto3" json:"bot_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -984,6 +1001,13 @@ func (x *MatchStart) GetResumeToken() string {
 		return x.ResumeToken
 	}
 	return ""
+}
+
+func (x *MatchStart) GetBotSeed() uint64 {
+	if x != nil {
+		return x.BotSeed
+	}
+	return 0
 }
 
 // One legal action. A bot may answer with `id` alone; the other fields describe the
@@ -1296,11 +1320,13 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\x12#\n" +
 	"\rlast_sequence\x18\x04 \x01(\x04R\flastSequence\x12\x1f\n" +
 	"\vbot_version\x18\x05 \x01(\tR\n" +
-	"botVersion\"F\n" +
+	"botVersion\"g\n" +
 	"\x06Action\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x1b\n" +
-	"\taction_id\x18\x02 \x01(\x05R\bactionId\"\a\n" +
+	"\taction_id\x18\x02 \x01(\x05R\bactionId\x12\x1f\n" +
+	"\vtime_capped\x18\x03 \x01(\bR\n" +
+	"timeCapped\"\a\n" +
 	"\x05Leave\"\xf4\x03\n" +
 	"\fPlayResponse\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
@@ -1322,7 +1348,7 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x03 \x01(\x05R\x0fprotocolVersion\x12%\n" +
 	"\x0eserver_version\x18\x04 \x01(\tR\rserverVersion\x12\x18\n" +
 	"\aresumed\x18\x05 \x01(\bR\aresumed\x12*\n" +
-	"\x11max_message_bytes\x18\x06 \x01(\x05R\x0fmaxMessageBytes\"\xef\x02\n" +
+	"\x11max_message_bytes\x18\x06 \x01(\x05R\x0fmaxMessageBytes\"\x8a\x03\n" +
 	"\n" +
 	"MatchStart\x12\x19\n" +
 	"\bmatch_id\x18\x01 \x01(\tR\amatchId\x12\x12\n" +
@@ -1336,7 +1362,8 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\x11first_dealer_seat\x18\t \x01(\x05R\x0ffirstDealerSeat\x12.\n" +
 	"\x05clock\x18\n" +
 	" \x01(\v2\x18.gaigel.v1.ClockSettingsR\x05clock\x12!\n" +
-	"\fresume_token\x18\v \x01(\tR\vresumeToken\"\x88\x02\n" +
+	"\fresume_token\x18\v \x01(\tR\vresumeToken\x12\x19\n" +
+	"\bbot_seed\x18\f \x01(\x04R\abotSeed\"\x88\x02\n" +
 	"\vLegalAction\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12)\n" +

@@ -321,7 +321,14 @@ type CreateMatchRequest struct {
 	// the end; GetMatch and GetMatchRecord still give it to the admin. Set it when the same
 	// seed is played again (an arena's duplicate sets): a seed seen at the end of one
 	// seating would reveal every hidden card of the next.
-	WithholdSeed  bool `protobuf:"varint,11,opt,name=withhold_seed,json=withholdSeed,proto3" json:"withhold_seed,omitempty"`
+	WithholdSeed bool `protobuf:"varint,11,opt,name=withhold_seed,json=withholdSeed,proto3" json:"withhold_seed,omitempty"`
+	// Optional. The match key from which, with the seed and the seat, each seat's
+	// MatchStart.bot_seed is derived (docs/bot-guide.md, Bot seeds); empty means the match
+	// id. Give the same key and seed to play a match again with the same bot seeds (an
+	// arena uses its own match id); give each match its own key, or the bot seeds of two
+	// matches on the same seed are equal and tell the bots that the deals repeat. At most
+	// 512 characters.
+	MatchKey      string `protobuf:"bytes,12,opt,name=match_key,json=matchKey,proto3" json:"match_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,6 +438,13 @@ func (x *CreateMatchRequest) GetWithholdSeed() bool {
 		return x.WithholdSeed
 	}
 	return false
+}
+
+func (x *CreateMatchRequest) GetMatchKey() string {
+	if x != nil {
+		return x.MatchKey
+	}
+	return ""
 }
 
 // Response of MatchService.CreateMatch.
@@ -1346,7 +1360,7 @@ const file_gaigel_v1_match_service_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\aendTimeB\a\n" +
-	"\x05_seed\"\xb8\x03\n" +
+	"\x05_seed\"\xd5\x03\n" +
 	"\x12CreateMatchRequest\x12\x18\n" +
 	"\aplayers\x18\x01 \x01(\x05R\aplayers\x12\x1b\n" +
 	"\tseat_bots\x18\x02 \x03(\tR\bseatBots\x12\x1b\n" +
@@ -1360,7 +1374,8 @@ const file_gaigel_v1_match_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\n" +
 	" \x01(\tR\trequestId\x12#\n" +
-	"\rwithhold_seed\x18\v \x01(\bR\fwithholdSeedB\a\n" +
+	"\rwithhold_seed\x18\v \x01(\bR\fwithholdSeed\x12\x1b\n" +
+	"\tmatch_key\x18\f \x01(\tR\bmatchKeyB\a\n" +
 	"\x05_seedB\x14\n" +
 	"\x12_first_dealer_seat\"=\n" +
 	"\x13CreateMatchResponse\x12&\n" +

@@ -4,7 +4,6 @@ python clients/python/examples/random_bot.py
 """
 
 import logging
-import os
 import random
 
 from gaigel_client import Bot, run
@@ -15,7 +14,11 @@ class RandomBot(Bot):
     version = "1.0"
 
     def __init__(self) -> None:
-        self.rng = random.Random(int(os.environ.get("GAIGEL_SEED", "0")))
+        self.rng = random.Random(0)
+
+    def on_match_start(self, msg):  # msg: gaigel.v1 MatchStart
+        # The seat's bot seed: a rematch of the same record plays the same moves.
+        self.rng = random.Random(self.bot_seed)
 
     def decide(self, request):  # request: gaigel.v1 DecisionRequest
         return self.rng.choice(request.legal_actions).id

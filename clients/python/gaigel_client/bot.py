@@ -17,6 +17,14 @@ class Bot:
 
     name: str = "bot"
     version: str = ""
+    bot_seed: int = 0
+    """This seat's seed for the current match (``MatchStart.bot_seed``), set before
+    :meth:`on_match_start`. Seed all randomness from it, e.g. ``random.Random(self.bot_seed)``
+    in ``on_match_start``, and a rematch with the same seed and match key plays the same."""
+    time_capped: bool = False
+    """Set it to True in :meth:`decide` when a wall-clock cap cut the decision short (so the
+    choice depends on the machine); the SDK sends it with the answer and the match record
+    flags the action ``TIME_CAPPED``. Reset to False before every ``decide``."""
 
     def decide(self, request: pb.DecisionRequest) -> int | None:
         """Returns the id of one of ``request.legal_actions`` (``request.legal_actions[i].id``).
@@ -40,7 +48,7 @@ class Bot:
         """The server accepted the session (also after a Resume, with ``msg.resumed`` set)."""
 
     def on_match_start(self, msg: pb.MatchStart) -> None:
-        """A match begins: seat, sides, ruleset (``msg.ruleset_json``), hands, clocks."""
+        """A match begins: seat, sides, ruleset (``msg.ruleset_json``), hands, clocks, ``msg.bot_seed``."""
 
     def on_hand_start(self, msg: game_pb2.HandStart) -> None:
         """A hand begins: dealer, forehand, own cards, trump card."""

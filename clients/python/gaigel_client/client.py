@@ -101,6 +101,8 @@ class _Pending:
     answers: list[int] = dataclasses.field(default_factory=list)
     replayed: bool = False
     """Replayed after a restart and answered by the previous process (answer unknown): never decided again."""
+    time_capped: bool = False
+    """The bot's last decide() for this decision set ``bot.time_capped``: sent with the answer."""
 
 
 def _requests(outbox: queue.SimpleQueue[pb.PlayRequest | None]) -> Iterator[pb.PlayRequest]:
@@ -328,7 +330,10 @@ class _Session:
     def _send_action(self, pending: _Pending, action_id: int) -> None:
         pending.answers.append(action_id)
         self._save(force=True)  # before sending: a restarted process resends exactly this answer
-        self._outbox.put(pb.PlayRequest(action=pb.Action(decision_id=pending.request.decision_id, action_id=action_id)))
+        action = pb.Action(
+            decision_id=pending.request.decision_id, action_id=action_id, time_capped=pending.time_capped
+        )
+        self._outbox.put(pb.PlayRequest(action=action))
 
     # --- one server message ---------------------------------------------------------
 
@@ -369,6 +374,7 @@ class _Session:
             if self.matches is not None and self.matches_done + 1 >= self.matches and not self.leave_sent:
                 self._outbox.put(pb.PlayRequest(leave=pb.Leave()))
                 self.leave_sent = True
+            self.bot.bot_seed = msg.bot_seed
             self.bot.on_match_start(msg)
             self._save(force=True)
         elif kind == "hand_start":
@@ -404,13 +410,16 @@ class _Session:
         if resuming and pending is not None and (pending.answers or not pending.replayed):
             # The decision was the last thing we heard of: our answer may have been lost
             # with the old stream, so send it (or a first one) again.
-            action = pending.answers[-1] if pending.answers else self._decide(pending.request)
+            action = pending.answers[-1] if pending.answers else self._decide(pending)
             if action is not None:
                 self._send_action(pending, action)
 
-    def _decide(self, request: pb.DecisionRequest) -> int | None:
+    def _decide(self, pending: _Pending) -> int | None:
         """``bot.decide(request)``: an action id, or None for "send no answer"."""
-        answer = self.bot.decide(request)
+        self.bot.time_capped = False
+        answer = self.bot.decide(pending.request)
+        pending.time_capped = bool(self.bot.time_capped)
+        request = pending.request
         if answer is None:
             log.info(
                 "decide returned None: no answer to decision %s (the server's timeout fallback plays)",
@@ -438,7 +447,7 @@ class _Session:
     def _on_decision(self, request: pb.DecisionRequest) -> None:
         pending = _Pending(request)
         self.pending = pending
-        action = self._decide(request)
+        action = self._decide(pending)
         if action is not None:
             self._send_action(pending, action)
 
@@ -460,7 +469,7 @@ class _Session:
         untried = [a for a in legal if a not in pending.answers]
         action: int | None = None
         if len(pending.answers) == 1:
-            action = self._decide(pending.request)
+            action = self._decide(pending)
             if action is None:
                 return  # no answer: the server's timeout fallback plays
         if action is None or action in pending.answers or action not in legal:

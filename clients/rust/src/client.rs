@@ -299,7 +299,8 @@ impl<'b, B: Bot> Session<'b, B> {
         let Some(pending) = self.pending.as_mut() else { return };
         pending.answers.push(action_id);
         let decision_id = pending.request.decision_id.clone();
-        self.send(Out::Action(pb::Action { decision_id, action_id }));
+        // ..Default::default(): later additive proto fields (such as time_capped) keep their zero value.
+        self.send(Out::Action(pb::Action { decision_id, action_id, ..Default::default() }));
     }
 
     /// Handles one server message.

@@ -30,7 +30,9 @@ pub trait Bot {
     fn decide(&mut self, request: &pb::DecisionRequest) -> i32;
     /// The session was accepted (also after a resume).
     fn on_welcome(&mut self, _msg: &pb::Welcome) {}
-    /// A match begins: seat, sides, ruleset, clocks.
+    /// A match begins: seat, sides, ruleset, clocks, and `msg.bot_seed`: seed all your
+    /// randomness from it (e.g. `Rng::new(msg.bot_seed)`) and a rematch of the record
+    /// plays the same (docs/bot-guide.md, Bot seeds).
     fn on_match_start(&mut self, _msg: &pb::MatchStart) {}
     /// A hand begins: dealer, forehand, own cards, trump card.
     fn on_hand_start(&mut self, _msg: &pb::HandStart) {}

@@ -9,6 +9,11 @@ struct RandomBot {
 }
 
 impl Bot for RandomBot {
+    // The seat's bot seed: a rematch of this match's record plays the same choices.
+    fn on_match_start(&mut self, msg: &pb::MatchStart) {
+        self.rng = Rng::new(msg.bot_seed);
+    }
+
     // ---- Your logic goes here: return the id of one of request.legal_actions. ----
     fn decide(&mut self, request: &pb::DecisionRequest) -> i32 {
         self.rng.choose(&request.legal_actions).id
@@ -16,9 +21,8 @@ impl Bot for RandomBot {
 }
 
 fn main() -> Result<(), gaigel_bot::Error> {
-    let seed = std::env::var("GAIGEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let config = Config::from_env("random-rs")?;
-    let matches = gaigel_bot::run(&mut RandomBot { rng: Rng::new(seed) }, config)?;
+    let matches = gaigel_bot::run(&mut RandomBot { rng: Rng::new(0) }, config)?;
     eprintln!("gaigel-bot: played {matches} match(es)");
     Ok(())
 }

@@ -1,8 +1,9 @@
 /**
  * A complete Gaigel bot: answers every decision with a random legal action.
- * `npm start` with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set; GAIGEL_SEED seeds it.
+ * `npm start` with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set; each match's
+ * MatchStart.botSeed seeds it, so a rematch of its record plays the same.
  */
-import { run, type DecisionRequest } from "./client.js";
+import { run, seed32, type DecisionRequest, type MatchStart } from "./client.js";
 
 /** A small seeded generator (mulberry32), so that a seed replays the same choices. */
 function rng(seed: number): () => number {
@@ -13,7 +14,11 @@ function rng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
   };
 }
-const random = rng(Number(process.env.GAIGEL_SEED ?? 0));
+let random = rng(0);
+
+function startMatch(matchStart: MatchStart): void {
+  random = rng(seed32(matchStart.botSeed));
+}
 
 function decide(req: DecisionRequest): number {
   // === Your logic goes here: return the id of one of req.legalActions. ===
@@ -22,4 +27,4 @@ function decide(req: DecisionRequest): number {
   return legal[Math.floor(random() * legal.length)].id;
 }
 
-await run({ decide }, { name: "random-ts", version: "1.0" });
+await run({ decide, startMatch }, { name: "random-ts", version: "1.0" });

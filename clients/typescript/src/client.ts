@@ -11,6 +11,7 @@ import type { ProtoGrpcType } from "./generated/bot_service.js";
 import type { BotServiceClient } from "./generated/gaigel/v1/BotService.js";
 import type { ActionRejected__Output } from "./generated/gaigel/v1/ActionRejected.js";
 import type { DecisionRequest__Output } from "./generated/gaigel/v1/DecisionRequest.js";
+import type { MatchStart__Output } from "./generated/gaigel/v1/MatchStart.js";
 import type { PlayRequest } from "./generated/gaigel/v1/PlayRequest.js";
 import type { PlayResponse__Output } from "./generated/gaigel/v1/PlayResponse.js";
 
@@ -18,6 +19,7 @@ export type { DecisionRequest__Output as DecisionRequest } from "./generated/gai
 export type { PlayResponse__Output as PlayResponse } from "./generated/gaigel/v1/PlayResponse.js";
 export type { Observation__Output as Observation } from "./generated/gaigel/v1/Observation.js";
 export type { LegalAction__Output as LegalAction } from "./generated/gaigel/v1/LegalAction.js";
+export type { MatchStart__Output as MatchStart } from "./generated/gaigel/v1/MatchStart.js";
 
 export const PROTOCOL_VERSION = 1;
 export const DEFAULT_SERVER = "127.0.0.1:50051";
@@ -38,6 +40,18 @@ export interface Bot {
   decide(req: DecisionRequest__Output): number | Promise<number>;
   /** Optional: sees every server message once, in order (the DecisionRequest before `decide`). */
   onMessage?(msg: PlayResponse__Output): void;
+  /**
+   * Optional: called at each MatchStart, before the match's first decision. Seed all your
+   * randomness from `matchStart.botSeed` (a decimal string: 64 bits) and a rematch of
+   * the record plays the same (docs/bot-guide.md, Bot seeds).
+   */
+  startMatch?(matchStart: MatchStart__Output): void;
+}
+
+/** Folds a 64-bit seed (a decimal string, as `MatchStart.botSeed`) into 32 bits for a small generator. */
+export function seed32(seed: string): number {
+  const s = BigInt(seed || "0");
+  return Number((s ^ (s >> 32n)) & 0xffffffffn);
 }
 
 export interface Config {
@@ -184,6 +198,7 @@ class Session {
       this.match = { matchId: m.matchId, seat: m.seat, resumeToken: m.resumeToken, graceMs: grace ? Number(grace.seconds) * 1000 + grace.nanos / 1e6 : 0 };
       this.pending = null;
       log(`match ${m.matchId} started: seat ${m.seat} of ${m.players}`);
+      this.bot.startMatch?.(m);
       if (this.matches > 0 && this.done + 1 >= this.matches && !this.leaveSent) {
         this.leaveSent = true;
         this.call?.write({ leave: {} });

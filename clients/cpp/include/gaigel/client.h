@@ -22,6 +22,8 @@ class Bot {
   // Returns the id of one of request.legal_actions() (request.legal_actions(i).id()).
   // request.observation() holds everything the seat may know now.
   virtual int Decide(const v1::DecisionRequest& request) = 0;
+  // A match begins. Seed all randomness from start.bot_seed() (and from nothing else) and
+  // a rematch of the record plays the same (docs/bot-guide.md, Bot seeds).
   virtual void OnMatchStart(const v1::MatchStart&) {}
   virtual void OnHandStart(const v1::HandStart&) {}
   virtual void OnEvent(const v1::Event&) {}

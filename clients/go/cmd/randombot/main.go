@@ -10,13 +10,17 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"strconv"
 
 	"github.com/gaigel-arena/gaigel/clients/go/gaigel"
 	pb "github.com/gaigel-arena/gaigel/clients/go/gaigelpb"
 )
 
 type randomBot struct{ rng *rand.Rand }
+
+// StartMatch reseeds from the seat's bot seed: a rematch of the record plays the same.
+func (b *randomBot) StartMatch(ms *pb.MatchStart) {
+	b.rng = rand.New(rand.NewPCG(ms.GetBotSeed(), 0))
+}
 
 // Decide returns the id of one of req.LegalActions.
 func (b *randomBot) Decide(req *pb.DecisionRequest) int32 {
@@ -26,8 +30,7 @@ func (b *randomBot) Decide(req *pb.DecisionRequest) int32 {
 }
 
 func main() {
-	seed, _ := strconv.ParseUint(os.Getenv("GAIGEL_SEED"), 10, 64) // default 0
-	bot := &randomBot{rng: rand.New(rand.NewPCG(seed, 0))}
+	bot := &randomBot{rng: rand.New(rand.NewPCG(0, 0))}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := gaigel.Run(ctx, bot, gaigel.Config{Name: "random-go", Version: "1.0"}); err != nil {

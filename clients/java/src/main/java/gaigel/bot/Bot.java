@@ -26,7 +26,10 @@ public interface Bot {
     /** The session was accepted (also after a resume). */
     default void onWelcome(Welcome welcome) {}
 
-    /** A match begins: seat, sides, ruleset, clocks. */
+    /**
+     * A match begins: seat, sides, ruleset, clocks, and {@code start.getBotSeed()}: seed all your
+     * randomness from it and a rematch of the record plays the same (docs/bot-guide.md, Bot seeds).
+     */
     default void onMatchStart(MatchStart start) {}
 
     /** A hand begins: dealer, forehand, own cards, trump card. */

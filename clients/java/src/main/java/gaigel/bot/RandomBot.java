@@ -2,15 +2,18 @@ package gaigel.bot;
 
 import gaigel.v1.DecisionRequest;
 import gaigel.v1.LegalAction;
+import gaigel.v1.MatchStart;
 import java.util.List;
 import java.util.Random;
 
 /** The example bot: plays a seeded random legal action. Run: java -jar target/gaigel-bot.jar */
 public final class RandomBot implements Bot {
-    private final Random rng;
+    private Random rng = new Random(0);
 
-    RandomBot(long seed) {
-        rng = new Random(seed);
+    // The seat's bot seed: a rematch of this match's record plays the same choices.
+    @Override
+    public void onMatchStart(MatchStart start) {
+        rng = new Random(start.getBotSeed());
     }
 
     // ---- Your logic goes here: return the id of one of request's legal actions. ----
@@ -21,8 +24,7 @@ public final class RandomBot implements Bot {
     }
 
     public static void main(String[] args) {
-        long seed = Long.parseLong(System.getenv().getOrDefault("GAIGEL_SEED", "0"));
-        int matches = GaigelClient.run(new RandomBot(seed), GaigelClient.Config.fromEnv("random-java"));
+        int matches = GaigelClient.run(new RandomBot(), GaigelClient.Config.fromEnv("random-java"));
         System.err.println("gaigel-bot: played " + matches + " match(es)");
     }
 }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import gaigel.v1.DecisionRequest;
 import gaigel.v1.Join;
 import gaigel.v1.LegalAction;
+import gaigel.v1.MatchStart;
 import gaigel.v1.PlayRequest;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -48,8 +49,10 @@ class GaigelClientTest {
         DecisionRequest r = request(0, 5, 48, 144);
         List<Integer> a = new ArrayList<>();
         List<Integer> b = new ArrayList<>();
-        RandomBot x = new RandomBot(42);
-        RandomBot y = new RandomBot(42);
+        RandomBot x = new RandomBot();
+        RandomBot y = new RandomBot();
+        x.onMatchStart(MatchStart.newBuilder().setBotSeed(42).build());
+        y.onMatchStart(MatchStart.newBuilder().setBotSeed(42).build());
         for (int i = 0; i < 20; i++) {
             a.add(x.decide(r));
             b.add(y.decide(r));
