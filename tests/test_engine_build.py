@@ -35,9 +35,12 @@ def python(code: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> su
 
 def test_engine_build_says_what_is_loaded() -> None:
     build = gaigel.engine_build()
+    deal_module = sys.modules["gaigel.deal"]
     if COMPILED:
         assert build == "compiled, mypyc"
+        assert deal_module._NATIVE_INTS, "the compiled deal shuffles on i64"
     else:
+        assert not deal_module._NATIVE_INTS
         assert build.startswith("pure Python")
 
 
