@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-COMPILED_MODULES: tuple[str, ...] = ("cards", "deal", "state")
+COMPILED_MODULES: tuple[str, ...] = ("cards", "deal", "state", "actions", "phase", "ruleset", "observation")
 """The modules of the gaigel package that setup.py compiles (the engine's hot path)."""
 
 PACKAGE_DIR = Path(__file__).resolve().parent

@@ -14,6 +14,7 @@ import pytest
 
 import gaigel
 import gaigel.state
+from gaigel import _build
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = gaigel.state.__file__ is not None and gaigel.state.__file__.endswith(
@@ -42,6 +43,19 @@ def test_engine_build_says_what_is_loaded() -> None:
     else:
         assert not deal_module._NATIVE_INTS
         assert build.startswith("pure Python")
+
+
+def test_setup_compiles_the_modules_build_knows() -> None:
+    """setup.py and gaigel/_build.py name the same compiled modules."""
+    import ast
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    listed = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "COMPILED_MODULES" for t in node.targets)
+    )
+    assert [Path(p).stem for p in listed] == list(_build.COMPILED_MODULES)
 
 
 def test_version_names_the_engine_build() -> None:
