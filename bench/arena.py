@@ -44,6 +44,7 @@ from typing import Any
 
 import structlog
 
+from gaigel import engine_build
 from gaigel.bots import make_bot
 from gaigel.match import MatchSpec, play_match
 from gaigel.state import ENGINE_VERSION
@@ -119,8 +120,6 @@ def rerun_command(args: argparse.Namespace) -> str:
 
 
 def environment() -> dict[str, Any]:
-    import gaigel.state
-
     try:
         git = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -131,7 +130,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "gaigel_engine": ENGINE_VERSION,
-        "gaigel_build": "pure Python" if gaigel.state.__file__.endswith(".py") else "mypyc",
+        "gaigel_build": engine_build(),
         "git": git,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gaigel import engine_build
 from gaigel.deal import Deal, deal
 from gaigel.ruleset import PRESETS, preset
 from gaigel.state import ENGINE_VERSION, GaigelState
@@ -192,13 +193,6 @@ def environment(pyspiel: Any, pinned: int | None) -> dict[str, Any]:
         except Exception:
             env["open_spiel"] = "unknown"
     return env
-
-
-def engine_build() -> str:
-    """ "mypyc" when the engine's hot modules are compiled extensions (see .ci/compiled-engine), else "pure Python"."""
-    import gaigel.state
-
-    return "mypyc" if not gaigel.state.__file__.endswith(".py") else "pure Python"
 
 
 def _cpu_model() -> str:

@@ -19,12 +19,17 @@ Start with :func:`gaigel.deal.deal` and :class:`gaigel.state.GaigelState`; the s
 the arena and Python bots all build on these.
 """
 
-from gaigel.actions import ActionId, action_label, parse_action
-from gaigel.cards import CardId, card_code, parse_card
-from gaigel.deal import Deal, deal
-from gaigel.phase import Phase
-from gaigel.ruleset import Opening, Ruleset, RulesetError, preset
-from gaigel.state import ENGINE_VERSION, GaigelState, HandOutcome, IllegalActionError, Termination
+from gaigel import _build
+
+_build.choose()  # the compiled engine modules, or their sources (GAIGEL_PURE, a stale build)
+
+from gaigel._build import engine_build  # noqa: E402
+from gaigel.actions import ActionId, action_label, parse_action  # noqa: E402
+from gaigel.cards import CardId, card_code, parse_card  # noqa: E402
+from gaigel.deal import Deal, deal  # noqa: E402
+from gaigel.phase import Phase  # noqa: E402
+from gaigel.ruleset import Opening, Ruleset, RulesetError, preset  # noqa: E402
+from gaigel.state import ENGINE_VERSION, GaigelState, HandOutcome, IllegalActionError, Termination  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -44,6 +49,7 @@ __all__ = [
     "action_label",
     "card_code",
     "deal",
+    "engine_build",
     "parse_action",
     "parse_card",
     "preset",

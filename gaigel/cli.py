@@ -289,12 +289,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
 Command = Callable[[argparse.Namespace], int]
 
 
+def version_text() -> str:
+    """``gaigel-arena 0.1.0 (engine: compiled, mypyc)``, or ``engine: pure Python`` (and why)."""
+    from gaigel import __version__, engine_build
+
+    return f"gaigel-arena {__version__} (engine: {engine_build()})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``gaigel`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="gaigel", description="Gaigel bot arena: rules engine, match server and arena for bot competitions."
     )
-    parser.add_argument("--version", action="version", version="gaigel 0.1.0")
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser(

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import types
+from typing import TYPE_CHECKING
 
 from gaigel.cards import CardId, card_code
+
+if TYPE_CHECKING:  # mypyc's machine integers; plain int when the module runs as Python
+    from mypy_extensions import i64
 
 STANDARD_PLAYER_COUNTS: tuple[int, ...] = (2, 3, 4, 6)
 """The table sizes of the standard game (RULES.md)."""
@@ -78,8 +83,17 @@ def hand_stream(seed: int, hand: int) -> SplitMix64:
 
 def shuffled_deck(seed: int, hand: int) -> list[CardId]:
     """The 48 cards after the Fisher-Yates shuffle of hand *hand* (DEALS.md)."""
-    rng = hand_stream(seed, hand)
-    state = rng.state
+    if _NATIVE_INTS:
+        check_seed(seed)
+        if hand < 0:
+            raise ValueError(f"hand index must be >= 0, got {hand}")
+        digest = hashlib.sha256(f"gaigel-deal-v1:{seed}:{hand}".encode("ascii")).digest()
+        return _shuffle_i64(int.from_bytes(digest[:8], "big", signed=True))
+    return _shuffle_int(hand_stream(seed, hand).state)
+
+
+def _shuffle_int(state: int) -> list[CardId]:
+    """The shuffle on Python integers (masked to 64 bits): the pure-Python engine's."""
     deck = list(range(48))
     # SplitMix64.below inlined: dealing is part of every self-play hand.
     for i in range(47, 0, -1):
@@ -96,6 +110,45 @@ def shuffled_deck(seed: int, hand: int) -> list[CardId]:
         j = z % n
         deck[i], deck[j] = deck[j], deck[i]
     return deck
+
+
+def _shuffle_i64(state: i64) -> list[CardId]:
+    """The same shuffle on machine integers, for the compiled engine (mypyc ``i64``).
+
+    A 64-bit word is held as a signed i64 with the same bits (*state* is the unsigned start
+    value minus 2**64 when at least 2**63). ``+`` and ``*`` wrap modulo 2**64 (C with
+    -fwrapv, see setup.py), so they give the unsigned results' bits; the constants are the
+    DEALS.md ones minus 2**64. What differs for signed words is written out:
+
+    * ``>>`` sign-extends, so the logical shift by k masks the top k bits off again;
+    * unsigned ``x < limit`` with ``limit = 2**64 - r`` (``r = 2**64 % n``) rejects exactly
+      the r largest words, the signed ``-r <= x < 0``;
+    * the unsigned ``x % n`` of a negative word is ``(x % n + r) % n`` (floor modulo).
+
+    Only correct compiled: as Python the products do not wrap (:data:`_NATIVE_INTS`).
+    """
+    deck = list(range(48))
+    i: i64 = 47
+    while i > 0:
+        n: i64 = i + 1
+        r: i64 = ((0x7FFFFFFFFFFFFFFF % n + 1) * 2) % n  # 2**64 % n, from 2**63 - 1
+        while True:
+            state += -7046029254386353131  # 0x9E3779B97F4A7C15
+            z: i64 = state
+            z = (z ^ ((z >> 30) & 0x3FFFFFFFF)) * -4658895280553007687  # 0xBF58476D1CE4E5B9
+            z = (z ^ ((z >> 27) & 0x1FFFFFFFFF)) * -7723592293110705685  # 0x94D049BB133111EB
+            z ^= (z >> 31) & 0x1FFFFFFFF
+            if z >= 0 or z < -r:
+                break
+        j: i64 = z % n if z >= 0 else (z % n + r) % n
+        deck[i], deck[j] = deck[j], deck[i]
+        i -= 1
+    return deck
+
+
+_NATIVE_INTS = not isinstance(_shuffle_i64, types.FunctionType)
+"""True when this module runs compiled by mypyc (its functions are then built-in functions,
+and ``i64`` arithmetic wraps); the Python sources shuffle on :func:`_shuffle_int`."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +21,8 @@ from hypothesis import strategies as st
 
 from gaigel import actions as A
 from gaigel.cards import ALL_CARDS, POINTS_OF, RANK_OF, SUIT_OF, Rank, card_code, cards_of
-from gaigel.deal import deal
+from gaigel.deal import _NATIVE_INTS as NATIVE_INTS
+from gaigel.deal import SplitMix64, _shuffle_i64, _shuffle_int, deal, hand_stream, shuffled_deck
 from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset, preset
 from gaigel.state import GaigelState, IllegalActionError, Termination
@@ -576,3 +579,54 @@ class TestStateHash:
                 replay.apply_checked(act)
                 assert expected == replay.state_hash()
             assert replay.outcome() == state.outcome()
+
+
+DEAL_VECTORS = json.loads((Path(__file__).parent / "data" / "deals.json").read_text())
+
+
+@pytest.mark.parametrize("vector", DEAL_VECTORS, ids=lambda v: f"s{v['seed']}-h{v['hand']}-p{v['players']}")
+def test_deal_vectors(vector: dict[str, Any]) -> None:
+    """Every vector of DEALS.md, in the build that runs (the compiled deal shuffles on i64)."""
+    assert [card_code(c) for c in shuffled_deck(vector["seed"], vector["hand"])] == vector["deck"]
+    d = deal(vector["seed"], vector["hand"], vector["players"])
+    assert d.to_json() == {k: vector[k] for k in ("hands_from_forehand", "trump_card", "talon_top_first")}
+
+
+@fast(300)
+@given(seed=SEEDS, hand=st.integers(min_value=0, max_value=1 << 40))
+def test_deal_shuffle_matches_splitmix64(seed: int, hand: int) -> None:
+    """The shuffle in use equals the one on Python integers, and SplitMix64.below step by step."""
+    rng = hand_stream(seed, hand)
+    deck = list(range(48))
+    for i in range(47, 0, -1):
+        j = rng.below(i + 1)
+        deck[i], deck[j] = deck[j], deck[i]
+    assert shuffled_deck(seed, hand) == deck == _shuffle_int(hand_stream(seed, hand).state)
+
+
+def _unmix(z: int) -> int:
+    """The SplitMix64 state whose output is *z* (the finalizer is a bijection of 64-bit words)."""
+    mask = (1 << 64) - 1
+
+    def unshift(y: int, k: int) -> int:
+        x = y
+        for _ in range(64 // k + 1):
+            x = y ^ (x >> k)
+        return x
+
+    z = unshift(z, 31)
+    z = unshift((z * pow(0x94D049BB133111EB, -1, 1 << 64)) & mask, 27)
+    z = unshift((z * pow(0xBF58476D1CE4E5B9, -1, 1 << 64)) & mask, 30)
+    return (z - 0x9E3779B97F4A7C15) & mask
+
+
+@pytest.mark.parametrize("first_output", [(1 << 64) - 1, (1 << 64) - 16, (1 << 64) - 17, 1 << 63, (1 << 63) - 1, 0])
+def test_deal_shuffle_rejection_edges(first_output: int) -> None:
+    """Around the rejection limit of the first draw (n = 48: the top 2**64 % 48 = 16 words are
+    drawn again) and the sign bit, the shuffle in use equals the one on Python integers."""
+    state = _unmix(first_output)
+    rng = SplitMix64(state)
+    assert rng.next() == first_output
+    expected = _shuffle_int(state)
+    if NATIVE_INTS:
+        assert _shuffle_i64(state - (1 << 64) if state >= 1 << 63 else state) == expected
