@@ -180,6 +180,7 @@ class Join(_message.Message):
     BOT_NAME_FIELD_NUMBER: _builtins.int
     BOT_VERSION_FIELD_NUMBER: _builtins.int
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
+    COMPACT_FIELD_NUMBER: _builtins.int
     bot_token: _builtins.str
     """Required. The bot token issued by MatchService.RegisterBot."""
     bot_name: _builtins.str
@@ -188,6 +189,14 @@ class Join(_message.Message):
     """Optional. The bot's own version string, recorded in match records."""
     protocol_version: _builtins.int
     """Required. The protocol major version the bot speaks; 1 for gaigel.v1."""
+    compact: _builtins.bool
+    """Optional. Compact mode, so that a decision costs one message each way: the server
+    sends no HandStart or Event on their own; they wait for the session's next
+    DecisionRequest and ride inside it (DecisionRequest.hand_start and .events, in the
+    order they happened). Any other message (HandEnd, MatchEnd, ActionRejected, ...)
+    first flushes the waiting ones as messages of their own, so the order a bot sees is
+    unchanged. The session keeps the mode across Resume. Off: every message on its own.
+    """
     def __init__(
         self,
         *,
@@ -195,10 +204,11 @@ class Join(_message.Message):
         bot_name: _builtins.str = ...,
         bot_version: _builtins.str = ...,
         protocol_version: _builtins.int = ...,
+        compact: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "bot_token", b"bot_token", "bot_version", b"bot_version", "protocol_version", b"protocol_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "bot_token", b"bot_token", "bot_version", b"bot_version", "compact", b"compact", "protocol_version", b"protocol_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -562,6 +572,8 @@ class DecisionRequest(_message.Message):
     OBSERVATION_FIELD_NUMBER: _builtins.int
     TIME_LEFT_FIELD_NUMBER: _builtins.int
     BANK_LEFT_FIELD_NUMBER: _builtins.int
+    HAND_START_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """An unguessable id of this decision; answers must quote it."""
     @_builtins.property
@@ -580,6 +592,18 @@ class DecisionRequest(_message.Message):
     def bank_left(self) -> _duration_pb2.Duration:
         """The time left in this seat's bank."""
 
+    @_builtins.property
+    def hand_start(self) -> _game_pb2.HandStart:
+        """Compact mode only (Join.compact): the hand's HandStart when the hand began since the
+        session's previous DecisionRequest. It happened before the events below.
+        """
+
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_game_pb2.Event]:
+        """Compact mode only (Join.compact): the events since the session's previous
+        DecisionRequest, oldest first, as they would have been sent on their own.
+        """
+
     def __init__(
         self,
         *,
@@ -588,10 +612,12 @@ class DecisionRequest(_message.Message):
         observation: _game_pb2.Observation | None = ...,
         time_left: _duration_pb2.Duration | None = ...,
         bank_left: _duration_pb2.Duration | None = ...,
+        hand_start: _game_pb2.HandStart | None = ...,
+        events: _abc.Iterable[_game_pb2.Event] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "hand_start", b"hand_start", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "decision_id", b"decision_id", "legal_actions", b"legal_actions", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "decision_id", b"decision_id", "events", b"events", "hand_start", b"hand_start", "legal_actions", b"legal_actions", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -315,8 +315,15 @@ type Join struct {
 	BotVersion string `protobuf:"bytes,3,opt,name=bot_version,json=botVersion,proto3" json:"bot_version,omitempty"`
 	// Required. The protocol major version the bot speaks; 1 for gaigel.v1.
 	ProtocolVersion int32 `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Optional. Compact mode, so that a decision costs one message each way: the server
+	// sends no HandStart or Event on their own; they wait for the session's next
+	// DecisionRequest and ride inside it (DecisionRequest.hand_start and .events, in the
+	// order they happened). Any other message (HandEnd, MatchEnd, ActionRejected, ...)
+	// first flushes the waiting ones as messages of their own, so the order a bot sees is
+	// unchanged. The session keeps the mode across Resume. Off: every message on its own.
+	Compact       bool `protobuf:"varint,5,opt,name=compact,proto3" json:"compact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Join) Reset() {
@@ -375,6 +382,13 @@ func (x *Join) GetProtocolVersion() int32 {
 		return x.ProtocolVersion
 	}
 	return 0
+}
+
+func (x *Join) GetCompact() bool {
+	if x != nil {
+		return x.Compact
+	}
+	return false
 }
 
 // Takes over the seat of a stream that broke during a match. The server answers Welcome
@@ -1126,7 +1140,13 @@ type DecisionRequest struct {
 	// The time left for this decision before the bank is drawn on.
 	TimeLeft *durationpb.Duration `protobuf:"bytes,4,opt,name=time_left,json=timeLeft,proto3" json:"time_left,omitempty"`
 	// The time left in this seat's bank.
-	BankLeft      *durationpb.Duration `protobuf:"bytes,5,opt,name=bank_left,json=bankLeft,proto3" json:"bank_left,omitempty"`
+	BankLeft *durationpb.Duration `protobuf:"bytes,5,opt,name=bank_left,json=bankLeft,proto3" json:"bank_left,omitempty"`
+	// Compact mode only (Join.compact): the hand's HandStart when the hand began since the
+	// session's previous DecisionRequest. It happened before the events below.
+	HandStart *HandStart `protobuf:"bytes,6,opt,name=hand_start,json=handStart,proto3" json:"hand_start,omitempty"`
+	// Compact mode only (Join.compact): the events since the session's previous
+	// DecisionRequest, oldest first, as they would have been sent on their own.
+	Events        []*Event `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1192,6 +1212,20 @@ func (x *DecisionRequest) GetTimeLeft() *durationpb.Duration {
 func (x *DecisionRequest) GetBankLeft() *durationpb.Duration {
 	if x != nil {
 		return x.BankLeft
+	}
+	return nil
+}
+
+func (x *DecisionRequest) GetHandStart() *HandStart {
+	if x != nil {
+		return x.HandStart
+	}
+	return nil
+}
+
+func (x *DecisionRequest) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
 	}
 	return nil
 }
@@ -1307,13 +1341,14 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\x06resume\x18\x02 \x01(\v2\x11.gaigel.v1.ResumeH\x00R\x06resume\x12+\n" +
 	"\x06action\x18\x03 \x01(\v2\x11.gaigel.v1.ActionH\x00R\x06action\x12(\n" +
 	"\x05leave\x18\x04 \x01(\v2\x10.gaigel.v1.LeaveH\x00R\x05leaveB\t\n" +
-	"\amessage\"\x8a\x01\n" +
+	"\amessage\"\xa4\x01\n" +
 	"\x04Join\x12\x1b\n" +
 	"\tbot_token\x18\x01 \x01(\tR\bbotToken\x12\x19\n" +
 	"\bbot_name\x18\x02 \x01(\tR\abotName\x12\x1f\n" +
 	"\vbot_version\x18\x03 \x01(\tR\n" +
 	"botVersion\x12)\n" +
-	"\x10protocol_version\x18\x04 \x01(\x05R\x0fprotocolVersion\"\xa0\x01\n" +
+	"\x10protocol_version\x18\x04 \x01(\x05R\x0fprotocolVersion\x12\x18\n" +
+	"\acompact\x18\x05 \x01(\bR\acompact\"\xa0\x01\n" +
 	"\x06Resume\x12\x19\n" +
 	"\bmatch_id\x18\x01 \x01(\tR\amatchId\x12\x12\n" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\x12!\n" +
@@ -1371,14 +1406,17 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\x04card\x18\x04 \x01(\v2\x0f.gaigel.v1.CardR\x04card\x12'\n" +
 	"\x04meld\x18\x05 \x01(\x0e2\x13.gaigel.v1.MeldKindR\x04meld\x12,\n" +
 	"\tmeld_suit\x18\x06 \x01(\x0e2\x0f.gaigel.v1.SuitR\bmeldSuit\x12,\n" +
-	"\aopening\x18\a \x01(\x0e2\x12.gaigel.v1.OpeningR\aopening\"\x99\x02\n" +
+	"\aopening\x18\a \x01(\x0e2\x12.gaigel.v1.OpeningR\aopening\"\xf8\x02\n" +
 	"\x0fDecisionRequest\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12;\n" +
 	"\rlegal_actions\x18\x02 \x03(\v2\x16.gaigel.v1.LegalActionR\flegalActions\x128\n" +
 	"\vobservation\x18\x03 \x01(\v2\x16.gaigel.v1.ObservationR\vobservation\x126\n" +
 	"\ttime_left\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\btimeLeft\x126\n" +
-	"\tbank_left\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bbankLeft\"\xfd\x01\n" +
+	"\tbank_left\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bbankLeft\x123\n" +
+	"\n" +
+	"hand_start\x18\x06 \x01(\v2\x14.gaigel.v1.HandStartR\thandStart\x12(\n" +
+	"\x06events\x18\a \x03(\v2\x10.gaigel.v1.EventR\x06events\"\xfd\x01\n" +
 	"\x0eActionRejected\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x1b\n" +
@@ -1481,14 +1519,16 @@ var file_gaigel_v1_bot_service_proto_depIdxs = []int32{
 	23, // 20: gaigel.v1.DecisionRequest.observation:type_name -> gaigel.v1.Observation
 	24, // 21: gaigel.v1.DecisionRequest.time_left:type_name -> google.protobuf.Duration
 	24, // 22: gaigel.v1.DecisionRequest.bank_left:type_name -> google.protobuf.Duration
-	1,  // 23: gaigel.v1.ActionRejected.reason:type_name -> gaigel.v1.RejectReason
-	2,  // 24: gaigel.v1.BotService.Play:input_type -> gaigel.v1.PlayRequest
-	7,  // 25: gaigel.v1.BotService.Play:output_type -> gaigel.v1.PlayResponse
-	25, // [25:26] is the sub-list for method output_type
-	24, // [24:25] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	13, // 23: gaigel.v1.DecisionRequest.hand_start:type_name -> gaigel.v1.HandStart
+	14, // 24: gaigel.v1.DecisionRequest.events:type_name -> gaigel.v1.Event
+	1,  // 25: gaigel.v1.ActionRejected.reason:type_name -> gaigel.v1.RejectReason
+	2,  // 26: gaigel.v1.BotService.Play:input_type -> gaigel.v1.PlayRequest
+	7,  // 27: gaigel.v1.BotService.Play:output_type -> gaigel.v1.PlayResponse
+	27, // [27:28] is the sub-list for method output_type
+	26, // [26:27] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_gaigel_v1_bot_service_proto_init() }
