@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from gaigel._pickling import reduce_through_constructor
 from gaigel.cards import CardId, card_code
 
 if TYPE_CHECKING:  # mypyc's machine integers; plain int when the module runs as Python
@@ -163,6 +164,9 @@ class Deal:
     hands: tuple[tuple[CardId, ...], ...]
     trump_card: CardId
     talon: tuple[CardId, ...]
+
+    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
+        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
 
     def __post_init__(self) -> None:
         cards = [c for h in self.hands for c in h] + [self.trump_card, *self.talon]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from gaigel._pickling import reduce_through_constructor
 from gaigel.cards import CardId, card_code, cards_of
 from gaigel.ruleset import Opening
 
@@ -27,6 +28,9 @@ class TrickView:
     cards: tuple[CardId, ...]
     winner: int
 
+    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
+        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
+
 
 @dataclasses.dataclass(frozen=True)
 class MeldView:
@@ -38,6 +42,9 @@ class MeldView:
     cards: tuple[CardId, ...]
     points: int
 
+    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
+        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
+
 
 @dataclasses.dataclass(frozen=True)
 class SideScore:
@@ -46,6 +53,9 @@ class SideScore:
     card_points: int
     meld_points: int
     total: int
+
+    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
+        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +87,9 @@ class Observation:
     strict: bool
     scores: tuple[SideScore, ...] | None
     outcome: HandOutcome | None
+
+    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
+        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
 
     @property
     def side(self) -> int:

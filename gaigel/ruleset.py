@@ -12,6 +12,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from gaigel._pickling import reduce_through_constructor
 from gaigel.deal import PLAYER_COUNTS, player_counts_text
 
 
@@ -113,6 +114,9 @@ class Ruleset:
     match_format: str = "fixed_hands"
     putzen_max_hands: int = 12
     signals: str = "off"
+
+    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
+        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

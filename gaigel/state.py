@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gaigel import actions as A
+from gaigel._pickling import reduce_through_constructor
 from gaigel.cards import (
     POINTS_OF,
     RANK_OF,
@@ -94,6 +95,9 @@ class HandOutcome:
     dashes: tuple[int, ...]
     points: tuple[int, ...]
     tricks: tuple[int, ...]
+
+    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
+        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
 
     @property
     def is_void(self) -> bool:

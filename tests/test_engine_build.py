@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.machinery
 import os
+import pickle
+import random
 import shutil
 import subprocess
 import sys
@@ -11,10 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gaigel
 import gaigel.state
 from gaigel import _build
+from gaigel.deal import deal
+from gaigel.ruleset import preset
+from gaigel.state import GaigelState
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED = gaigel.state.__file__ is not None and gaigel.state.__file__.endswith(
@@ -99,3 +107,24 @@ def test_a_stale_build_is_passed_over(tmp_path: Path) -> None:
     assert build == "pure Python (stale build)"
     assert file.endswith("state.py")
     assert "gaigel/state.py is newer than its compiled module" in stale.stderr
+
+
+@given(
+    seed=st.integers(0, 2**64 - 1),
+    players=st.sampled_from([2, 3, 4, 6]),
+    preset_name=st.sampled_from(["default", "parlett"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_engine_values_survive_pickle_and_deepcopy(seed: int, players: int, preset_name: str) -> None:
+    """Rulesets, deals, observations and outcomes cross process boundaries (the arena's
+    worker processes, Ray tasks) equal to themselves, compiled or pure."""
+    rules = preset(preset_name, players)
+    dealt = deal(seed, 0, players)
+    state = GaigelState(rules, dealt, 0)
+    rnd = random.Random(seed)
+    while not state.is_terminal():
+        state.apply(rnd.choice(state.legal_actions()))
+    values = [rules, dealt, state.observation(0), state.outcome()]
+    for value in values:
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert copy.deepcopy(value) == value
