@@ -223,6 +223,7 @@ impl<'b, B: Bot> Session<'b, B> {
                     bot_name: self.config.name.clone(),
                     bot_version: self.version.clone(),
                     protocol_version: PROTOCOL_VERSION,
+                    ..Default::default()
                 })
             };
             let (tx, rx) = mpsc::unbounded_channel();
@@ -506,6 +507,7 @@ mod tests {
                 bot_name: "me".into(),
                 bot_version: "1".into(),
                 protocol_version: PROTOCOL_VERSION,
+                ..Default::default()
             })),
         };
         let bytes = join.encode_to_vec();
