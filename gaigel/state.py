@@ -228,6 +228,65 @@ def opening_options(rules: Ruleset, hand: CardMask, trump: int) -> dict[Opening,
     return options
 
 
+_SLOTS = (
+    "_explicit_aus",
+    "_extras_without_trick",
+    "_lead_mask",
+    "_meld_own_turn",
+    "_meld_with_play",
+    "_n_tricks",
+    "_other_extras",
+    "_outcome",
+    "_target",
+    "_tb",
+    "_trump_sevens",
+    "_winner_melds",
+    "crossed",
+    "deal",
+    "declarer",
+    "events",
+    "face_down",
+    "face_up",
+    "forehand",
+    "hands",
+    "history",
+    "known",
+    "last_winner",
+    "leader",
+    "meld_used",
+    "melded_suits",
+    "melds",
+    "n",
+    "num_sides",
+    "opening",
+    "phase",
+    "reserved_seat",
+    "rob_cards",
+    "robbed_by",
+    "rules",
+    "shown_sevens",
+    "side_cards",
+    "side_melds",
+    "side_of",
+    "side_tricks",
+    "strict",
+    "talon",
+    "to_act",
+    "tpos",
+    "trick1_special",
+    "trick_cards",
+    "trick_no",
+    "tricks",
+    "trump",
+    "trump_card",
+    "win_card",
+    "win_idx",
+    "window",
+    "window_over",
+)  # fmt: skip
+"""GaigelState's attributes: its __slots__ in pure Python, and what pickling saves and restores."""
+
+
 class GaigelState:
     """One hand of Gaigel from the deal to its outcome.
 
@@ -240,62 +299,7 @@ class GaigelState:
     (0, ['opening andere_alte', 'opening ge_elfen', 'opening hoeher_hat'])
     """
 
-    __slots__ = (
-        "_explicit_aus",
-        "_extras_without_trick",
-        "_lead_mask",
-        "_meld_own_turn",
-        "_meld_with_play",
-        "_n_tricks",
-        "_other_extras",
-        "_outcome",
-        "_target",
-        "_tb",
-        "_trump_sevens",
-        "_winner_melds",
-        "crossed",
-        "deal",
-        "declarer",
-        "events",
-        "face_down",
-        "face_up",
-        "forehand",
-        "hands",
-        "history",
-        "known",
-        "last_winner",
-        "leader",
-        "meld_used",
-        "melded_suits",
-        "melds",
-        "n",
-        "num_sides",
-        "opening",
-        "phase",
-        "reserved_seat",
-        "rob_cards",
-        "robbed_by",
-        "rules",
-        "shown_sevens",
-        "side_cards",
-        "side_melds",
-        "side_of",
-        "side_tricks",
-        "strict",
-        "talon",
-        "to_act",
-        "tpos",
-        "trick1_special",
-        "trick_cards",
-        "trick_no",
-        "tricks",
-        "trump",
-        "trump_card",
-        "win_card",
-        "win_idx",
-        "window",
-        "window_over",
-    )  # fmt: skip
+    __slots__ = _SLOTS
 
     def __init__(self, rules: Ruleset, deal: Deal | None, forehand: int = 0, record_events: bool = False) -> None:
         self.rules = rules
@@ -575,6 +579,11 @@ class GaigelState:
         return self.window[1] if len(self.window) > 1 else None
 
     # --- transitions -----------------------------------------------------------------
+
+    def __reduce__(self) -> tuple[Any, tuple[object, ...]]:
+        # The compiled class cannot be made without __init__'s arguments (pickle's default),
+        # so it is rebuilt as clone() builds it: an empty shell filled slot by slot.
+        return (_restore_state, (self.rules, tuple(getattr(self, name) for name in _STATE_SLOTS)))
 
     def clone(self) -> GaigelState:
         """An independent copy (for search)."""
@@ -1058,3 +1067,14 @@ class GaigelState:
             f"face_up={card_code(self.face_up) if self.face_up >= 0 else '-'} talon={self.talon_size} "
             f"trick_no={self.trick_no} trick=[{trick}] hands=[{hands}] totals={[self.side_total(x) for x in range(self.num_sides)]}"
         )
+
+
+_STATE_SLOTS: tuple[str, ...] = tuple(name for name in _SLOTS if name != "rules")
+
+
+def _restore_state(rules: Ruleset, values: tuple[object, ...]) -> GaigelState:
+    """The inverse of ``GaigelState.__reduce__`` (pickle, deepcopy, the arena's worker processes)."""
+    state = GaigelState(rules, None)
+    for name, value in zip(_STATE_SLOTS, values, strict=True):
+        setattr(state, name, value)
+    return state

@@ -128,3 +128,30 @@ def test_engine_values_survive_pickle_and_deepcopy(seed: int, players: int, pres
     for value in values:
         assert pickle.loads(pickle.dumps(value)) == value
         assert copy.deepcopy(value) == value
+
+
+@given(
+    seed=st.integers(0, 2**64 - 1),
+    players=st.sampled_from([2, 3, 4, 6]),
+    preset_name=st.sampled_from(["default", "parlett"]),
+    cut=st.floats(0.0, 1.0),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_state_mid_hand_survives_pickle_and_deepcopy(seed: int, players: int, preset_name: str, cut: float) -> None:
+    """A hand copied mid-way by pickle or deepcopy plays on exactly like the original:
+    same legal actions, hashes and outcome, and the copies share no mutable part."""
+    state = GaigelState(preset(preset_name, players), deal(seed, 0, players), 0, record_events=True)
+    rnd = random.Random(seed)
+    while not state.is_terminal() and rnd.random() > cut / 20:
+        state.apply(rnd.choice(state.legal_actions()))
+    copies = [pickle.loads(pickle.dumps(state)), copy.deepcopy(state)]
+    while not state.is_terminal():
+        action = rnd.choice(state.legal_actions())
+        for other in copies:
+            assert other.legal_actions() == state.legal_actions()
+            other.apply(action)
+        state.apply(action)
+    for other in copies:
+        assert other.state_hash() == state.state_hash()
+        assert other.outcome() == state.outcome()
+        assert other.events == state.events
