@@ -18,7 +18,7 @@ from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_server.clock import Clock
-from gaigel_server.session import BotSession, Outgoing, Stream
+from gaigel_server.session import BotSession, Outgoing, Stream, envelope
 from tests.server.srvkit import Admin, ScriptedBot, run, running_server
 
 NAMES = [f"p{i}" for i in range(6)]
@@ -339,3 +339,41 @@ def test_folding_leaves_the_callers_request_alone() -> None:
     session.send(event=gm.Event(hand_index=0))
     session.send(decision_request=request)
     assert not request.events and len(_queued(stream)[0].decision_request.events) == 1
+
+
+# --- the hand-built PlayResponse bytes ---------------------------------------------------------
+
+
+def test_envelope_is_protobufs_own_serialization() -> None:
+    samples: dict[str, Any] = {
+        "match_start": bs.MatchStart(match_id="m", seat=1, bot_seed=2**63),
+        "hand_start": gm.HandStart(hand_index=3, dealer_seat=1),
+        "event": gm.Event(hand_index=0, trick_won=gm.TrickWon(trick_index=2, winner_seat=1)),
+        "decision_request": bs.DecisionRequest(decision_id="d" * 22, legal_actions=[bs.LegalAction(id=7)]),
+        "action_rejected": bs.ActionRejected(decision_id="x", message="m" * 300),
+        "hand_end": gm.HandEnd(hand_index=1),
+        "match_end": gm.MatchEnd(match_id="m"),
+        "welcome": bs.Welcome(session_id="s"),
+    }
+    assert set(samples) == {f.name for f in bs.PlayResponse.DESCRIPTOR.oneofs_by_name["message"].fields}
+    for kind, msg in samples.items():
+        for sequence in (0, 1, 127, 128, 300, 2**40):
+            want = bs.PlayResponse(sequence=sequence, **{kind: msg}).SerializeToString()
+            assert envelope(sequence, kind, msg.SerializeToString()) == want, (kind, sequence)
+
+
+def test_folded_bytes_are_protobufs_own_serialization() -> None:
+    session, stream = _session(compact=True)
+    start = gm.HandStart(hand_index=1, dealer_seat=0)
+    events = [gm.Event(hand_index=1, trick_won=gm.TrickWon(trick_index=i)) for i in range(3)]
+    request = bs.DecisionRequest(decision_id="d", legal_actions=[bs.LegalAction(id=1)])
+    session.send(hand_start=start)
+    for ev in events:
+        session.send(event=ev)
+    session.send(decision_request=request)
+    item = stream.queue.get_nowait()
+    assert isinstance(item, Outgoing)
+    want = bs.PlayResponse(sequence=1, decision_request=request)
+    want.decision_request.hand_start.CopyFrom(start)
+    want.decision_request.events.extend(events)
+    assert item.message == want.SerializeToString()
