@@ -418,10 +418,10 @@ class Table:
         request = bs.DecisionRequest(
             decision_id=did,
             legal_actions=[codec.legal_action(a) for a in legal],
-            observation=codec.observation(req.observation, k, self.tricks_cache),
             time_left=codec.duration(decision_time),
             bank_left=codec.duration(bank),
         )
+        codec.observation(req.observation, k, self.tricks_cache, out=request.observation)
         strikes_before = ledger.strikes
         was_connected = sess.connected
         queued = time.monotonic()
