@@ -4,6 +4,7 @@ Run from the repository root::
 
     python bench/server.py                       # 1, 8 and 64 streams; about 1 minute
     python bench/server.py --seconds 10 --streams 1,8,64,128 --json
+    python bench/server.py --compact --streams 1,64  # compact mode against a one-message echo
 
 What is measured, for each number N of concurrent bot streams, in one run:
 
@@ -27,6 +28,15 @@ serializers and protobuf parsing), which runs in this process with one event loo
 * **first reply**: from writing the ``Action`` to receiving the next message of any kind.
 * **throughput**: decisions answered per second over all N streams in the window.
 * **server CPU**: user + system CPU of the server process per decision (Linux ``/proc``).
+
+With ``--compact`` the bots join in compact mode (Join.compact: HandStart and Events ride
+in the next DecisionRequest), and the reference is the ideal of that mode: the echo server
+writes ONE message per decision, each cycle's recorded compact bytes concatenated (a valid
+PlayResponse: protobuf merges concatenated messages), so one round trip per decision with
+the same bytes. The plain full server runs in the same run too (path ``plain``), for its
+server CPU and messages per decision beside compact's.
+
+* **messages per decision**: server messages the bots received per decision answered.
 
 Each (N, path) runs in a fresh server process: ``--warmup`` seconds unmeasured, then
 ``--seconds`` measured. Ratios are full / echo (round trip: lower is better; throughput:
@@ -86,8 +96,10 @@ def open_stream(channel: grpc.aio.Channel, method: str) -> Any:
     return multi()
 
 
-def join(i: int) -> bs.PlayRequest:
-    return bs.PlayRequest(join=bs.Join(bot_token=token(i), bot_name=bot_name(i), bot_version="1", protocol_version=1))
+def join(i: int, compact: bool = False) -> bs.PlayRequest:
+    return bs.PlayRequest(
+        join=bs.Join(bot_token=token(i), bot_name=bot_name(i), bot_version="1", protocol_version=1, compact=compact)
+    )
 
 
 # --- the two servers (each in its own process) ------------------------------------------------
@@ -161,6 +173,7 @@ class Stats:
     rtt: list[float] = field(default_factory=list)
     first: list[float] = field(default_factory=list)
     decisions: int = 0
+    messages: int = 0
 
 
 async def _bot(channel: grpc.aio.Channel, method: str, first: bs.PlayRequest, stats: Stats) -> None:
@@ -174,6 +187,8 @@ async def _bot(channel: grpc.aio.Channel, method: str, first: bs.PlayRequest, st
             if msg is EOF:
                 return
             now = time.perf_counter()
+            if stats.measuring:
+                stats.messages += 1
             if sent is not None and not replied:
                 replied = True
                 if stats.measuring:
@@ -194,14 +209,16 @@ async def _bot(channel: grpc.aio.Channel, method: str, first: bs.PlayRequest, st
         call.cancel()
 
 
-async def _load(kind: str, port: int, streams: int, warmup: float, seconds: float, pid: int) -> dict[str, Any]:
+async def _load(
+    kind: str, port: int, streams: int, warmup: float, seconds: float, pid: int, compact: bool = False
+) -> dict[str, Any]:
     stats = Stats()
     options = [("grpc.max_receive_message_length", 4 * 1024 * 1024)]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
         if kind == "full":
             admin = ms_grpc.MatchServiceStub(channel)
             md = (("authorization", f"Bearer {ADMIN}"),)
-            tasks = [asyncio.create_task(_bot(channel, PLAY, join(i), stats)) for i in range(streams)]
+            tasks = [asyncio.create_task(_bot(channel, PLAY, join(i, compact), stats)) for i in range(streams)]
             for i in range(streams):
                 req = ms.CreateMatchRequest(players=2, seat_bots=[bot_name(i), "house:first"], hands=HANDS, seed=i + 1)
                 await admin.CreateMatch(req, metadata=md)
@@ -235,6 +252,7 @@ async def _load(kind: str, port: int, streams: int, warmup: float, seconds: floa
         "rtt_mean_ms": statistics.fmean(rtt) * 1e3,
         "first_reply_p50_ms": _pct(first, 50) * 1e3 if first else None,
         "server_cpu_us_per_decision": cpu,
+        "messages_per_decision": stats.messages / stats.decisions,
     }
 
 
@@ -244,9 +262,16 @@ def _pct(sorted_values: list[float], p: float) -> float:
 
 
 def measure(
-    kind: str, streams: int, cycles: list[list[bytes]], warmup: float, seconds: float, profile: str | None = None
+    kind: str,
+    streams: int,
+    cycles: list[list[bytes]],
+    warmup: float,
+    seconds: float,
+    profile: str | None = None,
+    compact: bool = False,
 ) -> dict[str, Any]:
-    """One timed run of *kind* ("full" or "echo") with *streams* streams, in a fresh server process."""
+    """One timed run of *kind* ("full" or "echo") with *streams* streams, in a fresh server process
+    (*compact*: the full server's bots join compact)."""
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
     arg = streams if kind == "full" else cycles
@@ -255,7 +280,7 @@ def measure(
     try:
         port = ready.get(timeout=60)
         assert proc.pid is not None
-        return asyncio.run(_load(kind, port, streams, warmup, seconds, proc.pid))
+        return asyncio.run(_load(kind, port, streams, warmup, seconds, proc.pid, compact))
     finally:
         stop.set()
         proc.join(10)
@@ -266,7 +291,7 @@ def measure(
 # --- recording the message sizes of a real match ------------------------------------------
 
 
-async def _record_cycles(decisions: int) -> tuple[list[list[bytes]], list[int]]:
+async def _record_cycles(decisions: int, compact: bool = False) -> tuple[list[list[bytes]], list[int]]:
     """Cycles of serialized server messages (cycle 0: Welcome up to the first decision) and Action sizes."""
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, create_server
@@ -279,7 +304,7 @@ async def _record_cycles(decisions: int) -> tuple[list[list[bytes]], list[int]]:
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             call = open_stream(channel, PLAY)
-            await call.write(join(0))
+            await call.write(join(0, compact))
             req = ms.CreateMatchRequest(players=2, seat_bots=[bot_name(0), "house:first"], hands=HANDS, seed=12345)
             await ms_grpc.MatchServiceStub(channel).CreateMatch(req, metadata=(("authorization", f"Bearer {ADMIN}"),))
             while len(actions) < decisions:
@@ -318,6 +343,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per run (default 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="bots join compact; the echo server answers with one message per decision; plain runs beside",
+    )
+    parser.add_argument(
         "--profile",
         metavar="DIR",
         help="run each full server under cProfile and write DIR/server-N.prof (timings are then not comparable)",
@@ -326,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     streams = [int(x) for x in args.streams.split(",") if x.strip()]
     command = "python bench/server.py " + shlex.join(sys.argv[1:] if argv is None else argv)
 
-    cycles, actions = asyncio.run(_record_cycles(300))
+    cycles, actions = asyncio.run(_record_cycles(300, args.compact))
     decision_sizes = [len(c[-1]) for c in cycles[1:]]
     sizes = {
         "action_bytes_mean": statistics.fmean(actions),
@@ -335,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_per_cycle_mean": statistics.fmean(sum(map(len, c)) for c in cycles[1:]),
         "cycles_recorded": len(cycles) - 1,
     }
+    if args.compact:  # the ideal of compact mode: one message per decision with the cycle's bytes
+        cycles = [cycles[0]] + [[b"".join(c)] for c in cycles[1:]]
     rows: list[dict[str, Any]] = []
     for n in streams:
         echo = measure("echo", n, cycles, args.warmup, args.seconds)
@@ -342,12 +374,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
             profile = str(Path(args.profile) / f"server-{n}.prof")
-        full = measure("full", n, cycles, args.warmup, args.seconds, profile)
+        full = measure("full", n, cycles, args.warmup, args.seconds, profile, args.compact)
+        plain = measure("full", n, cycles, args.warmup, args.seconds) if args.compact else None
         rows.append(
             {
                 "streams": n,
                 "echo": echo,
                 "full": full,
+                **({"plain": plain} if plain is not None else {}),
                 "rtt_p50_ratio": _ratio(full["rtt_p50_ms"], echo["rtt_p50_ms"]),
                 "rtt_p99_ratio": _ratio(full["rtt_p99_ms"], echo["rtt_p99_ms"]),
                 "throughput_ratio": _ratio(full["throughput"], echo["throughput"]),
@@ -361,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "grpc": grpc.__version__,
         "cpus": os.cpu_count(),
+        "compact": args.compact,
         "message_sizes": sizes,
         "rows": rows,
         "targets": checks,
@@ -383,23 +418,30 @@ def main(argv: list[str] | None = None) -> int:
         f"per cycle {sizes['messages_per_cycle_mean']:.1f} messages, {sizes['bytes_per_cycle_mean']:.0f} B, "
         f"DecisionRequest {sizes['decision_request_bytes_mean']:.0f} B"
     )
+    if args.compact:
+        print(
+            "compact: full = the server with compact bots; echo = one message per decision (the cycle's compact "
+            "bytes in one); plain = the server with plain bots, for CPU and messages per decision"
+        )
     print()
     head = (
         f"{'streams':>7} | {'path':<4} | {'rtt p50 ms':>10} | {'rtt p99 ms':>10} | {'1st reply p50':>13} | "
-        f"{'decisions/s':>11} | {'server CPU us/dec':>17}"
+        f"{'decisions/s':>11} | {'server CPU us/dec':>17} | {'msgs/dec':>8}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
-        for path in ("echo", "full"):
-            x = r[path]
+        for path in ("echo", "full", "plain"):
+            x = r.get(path)
+            if x is None:
+                continue
             print(
                 f"{r['streams']:>7} | {path:<4} | {x['rtt_p50_ms']:>10.3f} | {x['rtt_p99_ms']:>10.3f} | "
                 f"{_fmt(x['first_reply_p50_ms'], '>13.3f')} | {x['throughput']:>11.0f} | "
-                f"{_fmt(x['server_cpu_us_per_decision'], '>17.0f')}"
+                f"{_fmt(x['server_cpu_us_per_decision'], '>17.0f')} | {x['messages_per_decision']:>8.2f}"
             )
         print(
-            f"{'':>7} | full/echo: round trip p50 x{_fmt(r['rtt_p50_ratio'], '.2f')}, p99 x{_fmt(r['rtt_p99_ratio'], '.2f')}, "
+            f"{'':>7} | {'compact' if args.compact else 'full'}/echo: round trip p50 x{_fmt(r['rtt_p50_ratio'], '.2f')}, p99 x{_fmt(r['rtt_p99_ratio'], '.2f')}, "
             f"throughput x{_fmt(r['throughput_ratio'], '.2f')}"
         )
     print()

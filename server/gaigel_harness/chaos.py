@@ -74,7 +74,7 @@ from gaigel.actions import NUM_ACTIONS
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_client.bot import Bot
-from gaigel_client.client import DEFAULT_SERVER, ResumeFile, _Pending, _Session
+from gaigel_client.client import DEFAULT_SERVER, ResumeFile, _Pending, _Session, compact_from_env
 from gaigel_client.errors import ConfigError
 
 __all__ = [
@@ -574,6 +574,7 @@ def run_chaos(
             max_backoff=2.0,
             server=address,
             resume_file=ResumeFile(resume_path),
+            compact=compact_from_env(),
         )
         session.state_dir = folder
         session.crash_interval = crash_interval

@@ -7,14 +7,17 @@ Two parts:
   the Join, answer times, an ActionRejected the bot must recover from, a stream dropped
   mid-match that the bot must Resume with the right match id, seat, token and
   last_sequence, and the end of the session after MatchEnd, after which the process must
-  exit with code 0.
+  exit with code 0. It speaks the mode the bot joined in: with ``Join.compact`` it folds
+  HandStart and Events into the next DecisionRequest, as the server does.
 * **Rules checks** on the real server (short clocks, house bots on the other seat): the
   bot must answer every decision kind legally and without a fault: an opening
   declaration, plays in the talon phase, a meld/rob offer (seeds are searched so the bot's
   hand holds a marriage and the trump Seven), and in ``aus_mode = explicit`` the Aus/Pass
   decisions.
 
-The bot is launched once per run with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set.
+The bot is launched once per run with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set;
+for the real matches also GAIGEL_COMPACT, 1 and 0 in turn, so that a kit which reads it
+(the Python SDK does) plays in both modes. Each check says the mode the bot joined in.
 """
 
 from __future__ import annotations
@@ -84,8 +87,10 @@ class Results:
 class BotProcess:
     """The bot command with its stderr and stdout captured in a temp file (shown on failure)."""
 
-    def __init__(self, cmd: Sequence[str], server: str, token: str, verbose: bool) -> None:
+    def __init__(self, cmd: Sequence[str], server: str, token: str, verbose: bool, compact: bool | None = None) -> None:
         env = bot_environment(GAIGEL_SERVER=server, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=BOT_NAME)
+        if compact is not None:  # asks kits that read it for a mode; the bot's Join decides
+            env["GAIGEL_COMPACT"] = "1" if compact else "0"
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the object)
         out: Any = None if verbose else self.log
         self.proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
@@ -172,6 +177,9 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         self.dropped_at = 0
         self.drop_time = 0.0
         self.resume_detail = ""
+        self.compact = False  # the bot's Join.compact
+        self.held_start: gm.HandStart | None = None  # compact: waiting for the next DecisionRequest
+        self.held_events: list[gm.Event] = []
 
     # --- helpers ---
 
@@ -180,10 +188,32 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         self.sent.append(msg)
         return msg
 
+    def _out(self, **kind: Any) -> Iterator[pb.PlayResponse]:
+        """The numbered messages to write for *kind*: in compact mode HandStart and Events wait
+        for the next DecisionRequest and ride in it; anything else first flushes them."""
+        if self.compact and "hand_start" in kind:
+            self.held_start = kind["hand_start"]
+            return
+        if self.compact and "event" in kind:
+            self.held_events.append(kind["event"])
+            return
+        if "decision_request" in kind:
+            request: pb.DecisionRequest = kind["decision_request"]
+            if self.held_start is not None:
+                request.hand_start.CopyFrom(self.held_start)
+            request.events.extend(self.held_events)
+        else:
+            if self.held_start is not None:
+                yield self._msg(hand_start=self.held_start)
+            for ev in self.held_events:
+                yield self._msg(event=ev)
+        self.held_start, self.held_events = None, []
+        yield self._msg(**kind)
+
     def _flush_events(self) -> Iterator[pb.PlayResponse]:
         for ev in self.driver.take_events():
             for routed in self.hev.feed(ev):
-                yield self._msg(event=routed.for_viewer(SEAT))
+                yield from self._out(event=routed.for_viewer(SEAT))
 
     def _house_turns(self) -> Iterator[pb.PlayResponse]:
         """Plays the other seat's random decisions up to the candidate's next decision (or the hand's end)."""
@@ -240,7 +270,8 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             time_left=codec.duration(self.deadline),
             bank_left=codec.duration(self.bank),
         )
-        return self._msg(decision_request=req), legal
+        (msg,) = self._out(decision_request=req)
+        return msg, legal
 
     # --- the RPC ---
 
@@ -282,8 +313,12 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             problems.append(f"bot_name {j.bot_name!r} is not $GAIGEL_BOT_NAME ({BOT_NAME!r})")
         if problems:
             raise self._fail(name, "; ".join(problems))
+        self.compact = j.compact
+        mode = "compact" if j.compact else "plain"
         self.results.set(
-            name, True, f"Join with protocol_version 1, token and name from the environment (version {j.bot_version!r})"
+            name,
+            True,
+            f"Join with protocol_version 1, token and name from the environment (version {j.bot_version!r}, {mode} mode)",
         )
         yield pb.PlayResponse(
             sequence=0,
@@ -306,7 +341,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             )
             for x in range(self.rules.num_sides)
         ]
-        yield self._msg(
+        yield from self._out(
             match_start=pb.MatchStart(
                 match_id=self.match_id,
                 seat=SEAT,
@@ -321,7 +356,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                 resume_token=self.resume_token,
             )
         )
-        yield self._msg(hand_start=self.codec.hand_start(self.state, 0, self.dealer, SEAT))
+        yield from self._out(hand_start=self.codec.hand_start(self.state, 0, self.dealer, SEAT))
         yield from self._flush_events()  # what happened at the deal
         self.stage = "decide"
         yield from self._play(stream, context)
@@ -398,12 +433,12 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                 self.stage = "finish"
             driver.decide(action)
             yield from self._flush_events()
-        yield self._msg(hand_end=self.codec.hand_end(state, 0, self.hev.deciding_seat, self.rules))
+        yield from self._out(hand_end=self.codec.hand_end(state, 0, self.hev.deciding_seat, self.rules))
         over = driver.next()
         while not isinstance(over, MatchOver):  # the HandEnded of the one hand, then the end
             over = driver.next()
         score = over.score
-        match_end = self._msg(
+        *flushed, match_end = self._out(
             match_end=gm.MatchEnd(
                 match_id=self.match_id,
                 termination=cm.MATCH_TERMINATION_COMPLETED,
@@ -412,6 +447,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                 hands_played=score.hands_played,
             )
         )
+        yield from flushed
         # "done" before the yield: a fast bot may exit on MatchEnd before this generator resumes.
         self.stage = "done"
         yield match_end
@@ -428,7 +464,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
     ) -> Generator[pb.PlayResponse, None, int]:
         name = "recovers after ActionRejected"
         sent_at = time.monotonic()
-        yield self._msg(
+        yield from self._out(
             action_rejected=pb.ActionRejected(
                 decision_id=did,
                 action_id=action,
@@ -578,8 +614,10 @@ def _kinds_faced(record: dict[str, Any], seat: int) -> dict[str, int]:
 
 
 async def _real_match(
-    cmd: Sequence[str], rules: Any, seed: int, deadline: float, verbose: bool
+    cmd: Sequence[str], rules: Any, seed: int, deadline: float, verbose: bool, compact: bool | None = None
 ) -> tuple[dict[str, Any], list[str], str]:
+    """The record of one real match, notes on what went wrong, and the mode the bot joined in
+    ("compact", "plain", or "" when it never played); *compact* sets GAIGEL_COMPACT."""
     from gaigel_api.v1 import match_service_pb2 as ms
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, create_server
@@ -593,7 +631,7 @@ async def _real_match(
     bot: BotProcess | None = None
     try:
         token = server.bots.register(BOT_NAME)
-        bot = BotProcess(cmd, f"127.0.0.1:{port}", token, verbose)
+        bot = BotProcess(cmd, f"127.0.0.1:{port}", token, verbose, compact)
         servicer = MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, clock)
         table = servicer.build_table(
             ms.CreateMatchRequest(
@@ -608,7 +646,9 @@ async def _real_match(
         )
         server.lobby.add_table(table)
         limit = time.monotonic() + 90.0
+        mode = ""
         while table.state != "ended":
+            mode = mode or _joined_mode([table.sessions[0]])
             if time.monotonic() > limit:
                 notes.append("the match took longer than 90 s")
                 server.lobby.cancel(table, "cancelled", "time limit")
@@ -622,7 +662,9 @@ async def _real_match(
                 break
             await asyncio.sleep(0.05)
         assert table.record is not None
-        return table.record, notes, ""
+        # A fast match may end between two looks; the session then waits in the pool for the next.
+        mode = mode or _joined_mode(list(server.lobby.sessions.get(BOT_NAME, ())))
+        return table.record, notes, mode
     finally:
         tail = ""
         if bot is not None:
@@ -633,6 +675,14 @@ async def _real_match(
             notes.append("\x00" + tail)
 
 
+def _joined_mode(sessions: Sequence[Any]) -> str:
+    """The mode the first of *sessions* joined in: "compact" or "plain" ("" without one)."""
+    for session in sessions:
+        if session is not None:
+            return "compact" if session.compact else "plain"
+    return ""
+
+
 def run_real(cmd: Sequence[str], results: Results, deadline: float, max_matches: int, verbose: bool) -> None:
     """The rules checks on the real server."""
     from gaigel.ruleset import Ruleset, preset
@@ -640,6 +690,7 @@ def run_real(cmd: Sequence[str], results: Results, deadline: float, max_matches:
     base = preset("default", players=PLAYERS)
     rng = random.SystemRandom()
     covered: dict[str, str] = {}
+    played = 0  # real matches so far: GAIGEL_COMPACT is 1 for even ones, 0 for odd ones
     plans: list[tuple[list[str], Any]] = [
         ([KIND_OPENING, KIND_TALON, KIND_MELD_ROB], base),
         ([KIND_AUS], Ruleset.from_dict({"aus_mode": "explicit"}, base)),
@@ -654,12 +705,14 @@ def run_real(cmd: Sequence[str], results: Results, deadline: float, max_matches:
                     if _seat0_has_meld_and_seven(seed, rules):
                         break
                     seed = rng.randrange(1 << 63)
-            record, notes, _ = asyncio.run(_real_match(cmd, rules, seed, deadline, verbose))
+            record, notes, mode = asyncio.run(_real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0))
+            played += 1
             tail = next((n[1:] for n in notes if n.startswith("\x00")), "")
             notes = [n for n in notes if not n.startswith("\x00")]
             faults = [f for f in record.get("faults", []) if f["seat"] == 0]
             term = (record.get("result") or {}).get("termination", "?")
             label = f"match seed {seed}" + (" (aus_mode=explicit)" if KIND_AUS in wanted else "")
+            label += f", {mode or 'no'} mode"
             if faults or notes or term != "completed":
                 why = "; ".join([f"{f['reason']}: {f['message']}" for f in faults[:1]] + notes) or f"match {term}"
                 if len(faults) > 1:

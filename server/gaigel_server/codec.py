@@ -130,13 +130,17 @@ def _opening(o: Opening | None) -> int:
     return 0 if o is None else int(o) + 1
 
 
-def observation(obs: Observation, hand_index: int, tricks_cache: list[gm.Trick] | None = None) -> gm.Observation:
+def observation(
+    obs: Observation, hand_index: int, tricks_cache: list[gm.Trick] | None = None, out: gm.Observation | None = None
+) -> gm.Observation:
     """The proto Observation of *obs* (which already holds only what its seat may know).
 
     *tricks_cache*, a list kept by the caller for one hand (empty at its start), saves
     rebuilding the completed tricks, which are public and never change, on every call.
+    *out*, an empty Observation inside the message being built, is filled in place and
+    returned: handing a finished Observation to a constructor copies all of it.
     """
-    out = gm.Observation(
+    scalars = gm.Observation(
         seat=obs.seat,
         hand_index=hand_index,
         talon_size=obs.talon_size,
@@ -148,6 +152,10 @@ def observation(obs: Observation, hand_index: int, tricks_cache: list[gm.Trick] 
         players=obs.players,
         forehand_seat=obs.forehand,
     )
+    if out is None:
+        out = scalars
+    else:
+        out.MergeFrom(scalars)  # scalars only: a cheap copy
     if obs.phase == "play":
         if obs.strict:
             out.phase = gm.PHASE_STRICT

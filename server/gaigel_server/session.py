@@ -3,6 +3,13 @@
 A session outlives its stream: when the stream breaks during a match the session keeps
 numbering and buffering messages, and a Resume attaches a new stream that first gets
 every buffered message above the bot's last sequence number.
+
+A session that joined with ``Join.compact`` holds its HandStart and Events back and folds
+them into its next DecisionRequest (one message per decision); any other message first
+flushes the held ones as messages of their own, so the order the bot sees is unchanged.
+Only what is numbered is buffered: on Resume the bot gets the numbered messages exactly as
+they were sent (folded DecisionRequests with what they carried), and what is still held
+rides in the next DecisionRequest, as it would have without the break.
 """
 
 from __future__ import annotations
@@ -11,11 +18,13 @@ import asyncio
 import dataclasses
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
+from google.protobuf.message import Message
 
 from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import game_pb2 as gm
 
 if TYPE_CHECKING:
     from gaigel_server.table import Table
@@ -103,6 +112,43 @@ class Stream:
         self._drained.set()
 
 
+# PlayResponse written by hand around an already serialized message: building a PlayResponse
+# copied the whole message (a DecisionRequest with its observation) only to serialize it once.
+# The bytes are protobuf's own: sequence (field 1) first, then the one message field.
+def _tag(descriptor: Any, name: str) -> bytes:
+    number = descriptor.fields_by_name[name].number
+    assert number < 16, "a one-byte tag"
+    return bytes([number << 3 | 2])  # wire type 2: length-delimited
+
+
+_RESPONSE_TAGS = {
+    f.name: _tag(bs.PlayResponse.DESCRIPTOR, f.name)
+    for f in bs.PlayResponse.DESCRIPTOR.oneofs_by_name["message"].fields
+}
+_REQUEST_HAND_START = _tag(bs.DecisionRequest.DESCRIPTOR, "hand_start")
+_REQUEST_EVENT = _tag(bs.DecisionRequest.DESCRIPTOR, "events")
+_SEQUENCE_TAG = b"\x08"  # field 1, varint
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    return tag + _varint(len(payload)) + payload
+
+
+def envelope(sequence: int, kind: str, payload: bytes) -> bytes:
+    """The serialized ``PlayResponse(sequence=sequence, <kind>=<message serialized as payload>)``."""
+    head = _SEQUENCE_TAG + _varint(sequence) if sequence else b""  # proto3 leaves out a zero
+    return head + _field(_RESPONSE_TAGS[kind], payload)
+
+
 @dataclasses.dataclass
 class Answer:
     """An Action received from a bot, stamped when it was read."""
@@ -116,7 +162,7 @@ class Answer:
 class BotSession:
     """One bot session: plays the matches it is assigned, one at a time."""
 
-    def __init__(self, bot_name: str, bot_version: str) -> None:
+    def __init__(self, bot_name: str, bot_version: str, compact: bool = False) -> None:
         self.session_id = secrets.token_hex(8)
         self.bot_name = bot_name
         self.bot_version = bot_version
@@ -130,6 +176,9 @@ class BotSession:
         self.closed = False
         self.disconnected_at: float | None = None
         self.issued: set[str] = set()  # decision ids of the current (or last) match, kept by its SeatLedger
+        self.compact = compact  # Join.compact: kept for the session's life, Resume included
+        self.held_start: gm.HandStart | None = None  # compact: waiting for the next DecisionRequest
+        self.held_events: list[gm.Event] = []
 
     # --- sending ---------------------------------------------------------------------
 
@@ -143,10 +192,55 @@ class BotSession:
         return self._send(message, asyncio.get_running_loop())
 
     def _send(self, message: dict[str, object], loop: asyncio.AbstractEventLoop | None) -> asyncio.Future[float] | None:
+        ((kind, msg),) = message.items()
+        if self.compact:
+            if kind == "event":
+                self.held_events.append(cast(gm.Event, msg))
+                return None
+            if kind == "hand_start":
+                self._hold_start(cast(gm.HandStart, msg))
+                return None
+            if kind != "decision_request":
+                self.flush()
+            elif self.held_start is not None or self.held_events:
+                return self._emit(kind, self._folded(cast(bs.DecisionRequest, msg)), loop)
+        return self._emit(kind, cast(Message, msg).SerializeToString(), loop)
+
+    def _hold_start(self, hand_start: gm.HandStart) -> None:
+        # A HandStart rides before its hand's events: anything held from before goes out first.
+        if self.held_start is not None or self.held_events:
+            self.flush()
+        self.held_start = hand_start
+
+    def _folded(self, request: bs.DecisionRequest) -> bytes:
+        """*request* serialized with the held messages in it (the caller's request is not changed):
+        its fields 1..5, then hand_start (6) and events (7), the order protobuf itself writes."""
+        parts = [request.SerializeToString()]
+        if self.held_start is not None:
+            parts.append(_field(_REQUEST_HAND_START, self.held_start.SerializeToString()))
+        parts.extend(_field(_REQUEST_EVENT, event.SerializeToString()) for event in self.held_events)
+        self.held_start, self.held_events = None, []
+        return b"".join(parts)
+
+    def flush(self) -> None:
+        """Sends the held HandStart and Events as messages of their own, oldest first."""
+        start, events = self.held_start, self.held_events
+        self.held_start, self.held_events = None, []
+        if start is not None:
+            self._emit("hand_start", start.SerializeToString(), None)
+        for event in events:
+            self._emit("event", event.SerializeToString(), None)
+
+    def drop_held(self) -> None:
+        """Forgets held messages: the match they belong to is over for this session."""
+        self.held_start, self.held_events = None, []
+
+    def _emit(self, kind: str, payload: bytes, loop: asyncio.AbstractEventLoop | None) -> asyncio.Future[float] | None:
+        """Numbers, buffers and (if a stream is attached) queues the PlayResponse whose *kind* is *payload*."""
         self.sequence += 1
         # Serialized once here: the bytes are buffered for Resume and written as they are.
-        data = bs.PlayResponse(sequence=self.sequence, **message).SerializeToString()  # type: ignore[arg-type]
-        if "match_start" in message:
+        data = envelope(self.sequence, kind, payload)
+        if kind == "match_start":
             self.buffer = []
         if self.table is not None:  # Resume exists only within a match: nothing to keep between them
             self.buffer.append((self.sequence, data))

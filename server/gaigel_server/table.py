@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import timestamp_pb2
+from prometheus_client import Histogram
 
 from gaigel import actions as A
 from gaigel.botseed import bot_seeds
@@ -128,6 +129,7 @@ class Table:
         self.forfeit_side: int | None = None
         self.hand_events: codec.HandEvents | None = None  # routes the engine events of the hand in play
         self.tricks_cache: list[gm.Trick] = []  # completed tricks of the current hand, as sent in observations
+        self._latencies: dict[int, Histogram] = {}  # seat -> its bot's decision_seconds child, see _latency
         self.log = get_logger(match_id=match_id)
 
     # --- views -----------------------------------------------------------------------
@@ -400,7 +402,7 @@ class Table:
             used = time.perf_counter() - started
             if action not in request.legal_actions:
                 raise RuntimeError(f"house bot {self.seat_bot(seat)} chose illegal action {action}")
-            self.metrics.decisions.labels("house").inc()
+            self.metrics.decided["house"].inc()
             return action, used, ("TIME_CAPPED",) if getattr(bot, "time_capped", False) else ()
         return await self._remote_decide(request)
 
@@ -416,10 +418,10 @@ class Table:
         request = bs.DecisionRequest(
             decision_id=did,
             legal_actions=[codec.legal_action(a) for a in legal],
-            observation=codec.observation(req.observation, k, self.tricks_cache),
             time_left=codec.duration(decision_time),
             bank_left=codec.duration(bank),
         )
+        codec.observation(req.observation, k, self.tricks_cache, out=request.observation)
         strikes_before = ledger.strikes
         was_connected = sess.connected
         queued = time.monotonic()
@@ -444,7 +446,7 @@ class Table:
         if item is None:
             ledger.timed_out(did, request_sequence)
             used = seat_clock.run_out()
-            self.metrics.decisions.labels("timeout_fallback").inc()
+            self.metrics.decided["timeout_fallback"].inc()
             self.fault(
                 seat,
                 "TIMEOUT_FALLBACK",
@@ -458,8 +460,8 @@ class Table:
         used = max(0.0, item.received - start)
         self.metrics.server_lag.observe(max(0.0, time.monotonic() - item.received))
         seat_clock.charge(used)
-        self.metrics.decisions.labels("answered").inc()
-        self.metrics.decision_seconds.labels(self.seat_bot(seat)).observe(used)
+        self.metrics.decided["answered"].inc()
+        self._latency(seat).observe(used)
         self.log.debug(
             "decision",
             seat=seat,
@@ -472,6 +474,14 @@ class Table:
         if item.time_capped:
             flags.append("TIME_CAPPED")
         return item.action_id, used, tuple(flags)
+
+    def _latency(self, seat: int) -> Histogram:
+        """The decision-latency histogram child of *seat*'s bot, looked up once per match (its
+        series cannot be removed meanwhile: a seated bot cannot be unregistered)."""
+        child = self._latencies.get(seat)
+        if child is None:
+            child = self._latencies[seat] = self.metrics.decision_seconds.labels(self.seat_bot(seat))
+        return child
 
     async def _await_answer(self, did: str, deadline: float) -> Answer | Forfeited | None:
         """The accepted answer to *did*; None at the *deadline*; Forfeited once a side has forfeited."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from kitlib import BOTS, BRIDGE, need, run
 
 ALL = {
@@ -33,6 +34,17 @@ def test_python_example_passes_every_check() -> None:
     assert set(checks) == ALL
     assert code == 0, checks
     assert all(c["ok"] for c in checks.values())
+    # The SDK joins compact by default; the real matches ask for each mode in turn.
+    assert "compact mode" in str(checks["joins with the right protocol version"]["reason"])
+    real = " ".join(str(c["reason"]) for name, c in checks.items() if name.startswith("answers: "))
+    assert "compact mode" in real and "plain mode" in real
+
+
+def test_python_example_passes_in_plain_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GAIGEL_COMPACT", "0")
+    code, checks, _ = _check([sys.executable, "clients/python/examples/random_bot.py"])
+    assert code == 0, checks
+    assert "plain mode" in str(checks["joins with the right protocol version"]["reason"])
 
 
 def test_stdio_bash_example_passes() -> None:

@@ -109,3 +109,29 @@ def test_an_event_the_codec_does_not_know_fails_loudly() -> None:
     hev = codec.HandEvents(preset("default", 2), 0, 10)
     with pytest.raises(AssertionError):
         hev.feed(gm.Event())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("players", [2, 4])
+def test_observation_filled_in_place_is_the_same_bytes(players: int) -> None:
+    """codec.observation(out=...) fills the request's own Observation: the same bytes as building one."""
+    from gaigel_api.v1 import bot_service_pb2 as bs
+
+    spec = MatchSpec(ruleset=preset("default", players=players), seed=3, hands=2, bots=("b",) * players)
+    driver = MatchDriver(spec, record=False, events=True)
+    rng = random.Random(3)
+    built: list[gm.Trick] = []
+    filled: list[gm.Trick] = []
+    checked = 0
+    while not isinstance(step := driver.next(), MatchOver):
+        if isinstance(step, HandStarted):
+            built, filled = [], []
+        if not isinstance(step, DecisionRequest):
+            continue
+        want = bs.DecisionRequest(observation=codec.observation(step.observation, step.hand_index, built))
+        got = bs.DecisionRequest()
+        assert codec.observation(step.observation, step.hand_index, filled, out=got.observation) is got.observation
+        assert got.SerializeToString() == want.SerializeToString()
+        checked += 1
+        assert driver.state is not None
+        driver.decide(choose(step, driver.state, rng), 0.0, ())
+    assert checked > 20

@@ -24,6 +24,7 @@ import grpc
 from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
+from gaigel_api.v1 import game_pb2
 from gaigel_client.bot import Bot
 from gaigel_client.errors import ConfigError, ConnectionLostError, ServerError
 
@@ -130,8 +131,10 @@ class _Session:
         max_backoff: float,
         server: str = "",
         resume_file: ResumeFile | None = None,
+        compact: bool = True,
     ) -> None:
         self.bot = bot
+        self.compact = compact
         self.stub = stub
         self.token = token
         self.name = name
@@ -248,6 +251,7 @@ class _Session:
                         bot_name=self.name,
                         bot_version=self.version,
                         protocol_version=PROTOCOL_VERSION,
+                        compact=self.compact,
                     )
                 )
             outbox: queue.SimpleQueue[pb.PlayRequest | None] = queue.SimpleQueue()
@@ -352,6 +356,7 @@ class _Session:
         self.last_sequence = seq
         replayed = seq <= self.replay_through
         if kind == "decision_request":
+            self._unfold(response.decision_request)
             if replayed:
                 self._on_replayed_decision(response.decision_request)
             else:
@@ -362,9 +367,7 @@ class _Session:
             else:
                 self._on_rejected(response.action_rejected)
         elif kind == "event":
-            if response.event.WhichOneof("kind") != "fault":  # a fault changes no game state: still open
-                self.pending = None
-            self.bot.on_event(response.event)
+            self._on_event(response.event)
         elif kind == "match_start":
             msg = response.match_start
             grace = msg.clock.resume_grace.ToTimedelta().total_seconds() if msg.clock.HasField("resume_grace") else None
@@ -378,8 +381,7 @@ class _Session:
             self.bot.on_match_start(msg)
             self._save(force=True)
         elif kind == "hand_start":
-            self.pending = None
-            self.bot.on_hand_start(response.hand_start)
+            self._on_hand_start(response.hand_start)
         elif kind == "hand_end":
             self.pending = None
             self.bot.on_hand_end(response.hand_end)
@@ -395,6 +397,27 @@ class _Session:
         if kind != "match_end":
             self._save()
         return False
+
+    def _on_event(self, event: game_pb2.Event) -> None:
+        if event.WhichOneof("kind") != "fault":  # a fault changes no game state: still open
+            self.pending = None
+        self.bot.on_event(event)
+
+    def _on_hand_start(self, hand_start: game_pb2.HandStart) -> None:
+        self.pending = None
+        self.bot.on_hand_start(hand_start)
+
+    def _unfold(self, request: pb.DecisionRequest) -> None:
+        """Compact mode: the HandStart and Events that rode in *request* go to the same hooks, in
+        the same order, as if they had come on their own; ``decide`` then sees the request as
+        plain mode has it (the hooks keep their messages: clearing the fields detaches them)."""
+        if request.HasField("hand_start"):
+            self._on_hand_start(request.hand_start)
+            request.ClearField("hand_start")
+        if request.events:
+            for event in request.events:
+                self._on_event(event)
+            request.ClearField("events")
 
     def _on_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
         self.session_id = msg.session_id
@@ -486,6 +509,11 @@ class _Session:
         self._send_action(pending, action)
 
 
+def compact_from_env() -> bool:
+    """Compact mode unless ``$GAIGEL_COMPACT`` is 0, false, no or off."""
+    return os.environ.get("GAIGEL_COMPACT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def run(
     bot: Bot,
     server: str | None = None,
@@ -498,6 +526,7 @@ def run(
     initial_backoff: float = 0.1,
     max_backoff: float = 5.0,
     resume_file: str | os.PathLike[str] | None = None,
+    compact: bool | None = None,
 ) -> int:
     """Connects *bot* to a Gaigel server and plays until done; returns the matches played.
 
@@ -532,6 +561,11 @@ def run(
       the previous process answered are not decided again (its last answer is resent as is,
       which the server ignores if it had arrived). If the Resume is refused, the file is
       deleted and the bot joins afresh. Use one file per bot process.
+    * ``compact`` (default True; ``$GAIGEL_COMPACT=0`` turns it off when not given) joins in
+      compact mode: the server folds HandStart and Events into the next DecisionRequest, one
+      message per decision instead of several. The SDK unfolds them into the same
+      ``on_hand_start`` and ``on_event`` calls, in the same order, before ``decide``, which
+      sees the request without them: a bot behaves the same either way.
     * Returns after the ``matches``-th ``MatchEnd`` (having sent ``Leave`` when that match
       started), or when the server ends the stream with OK.
 
@@ -549,6 +583,8 @@ def run(
     bot_name = name or os.environ.get("GAIGEL_BOT_NAME") or bot.name
     if matches is not None and matches < 1:
         raise ConfigError(f"matches must be at least 1 (or None for no limit), got {matches}")
+    if compact is None:
+        compact = compact_from_env()
     resume_path = resume_file if resume_file is not None else os.environ.get("GAIGEL_RESUME_FILE") or None
     channel = grpc.secure_channel(address, grpc.ssl_channel_credentials()) if secure else grpc.insecure_channel(address)
     with channel:
@@ -564,5 +600,6 @@ def run(
             max_backoff=max_backoff,
             server=address,
             resume_file=ResumeFile(resume_path) if resume_path else None,
+            compact=compact,
         )
         return session.run()
