@@ -70,6 +70,7 @@ class Broadcast:
                 continue
             sess.table, sess.seat = None, -1
             sess.buffer = []  # the resume buffer: no Resume into an ended match
+            sess.drop_held()  # MatchEnd has flushed them; nothing of this match may reach the next
             out.append(sess)
         self.seats = [None] * len(self.seats)
         return out

@@ -298,7 +298,7 @@ class BotServicer:
             self.registry.verify(join.bot_name, join.bot_token)
         except AuthError as e:
             raise ServiceError(grpc.StatusCode.UNAUTHENTICATED, str(e)) from None
-        session = BotSession(join.bot_name, join.bot_version)
+        session = BotSession(join.bot_name, join.bot_version, compact=join.compact)
         self.lobby.add_session(session)
         return session
 

@@ -3,6 +3,13 @@
 A session outlives its stream: when the stream breaks during a match the session keeps
 numbering and buffering messages, and a Resume attaches a new stream that first gets
 every buffered message above the bot's last sequence number.
+
+A session that joined with ``Join.compact`` holds its HandStart and Events back and folds
+them into its next DecisionRequest (one message per decision); any other message first
+flushes the held ones as messages of their own, so the order the bot sees is unchanged.
+Only what is numbered is buffered: on Resume the bot gets the numbered messages exactly as
+they were sent (folded DecisionRequests with what they carried), and what is still held
+rides in the next DecisionRequest, as it would have without the break.
 """
 
 from __future__ import annotations
@@ -11,11 +18,12 @@ import asyncio
 import dataclasses
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import grpc
 
 from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import game_pb2 as gm
 
 if TYPE_CHECKING:
     from gaigel_server.table import Table
@@ -116,7 +124,7 @@ class Answer:
 class BotSession:
     """One bot session: plays the matches it is assigned, one at a time."""
 
-    def __init__(self, bot_name: str, bot_version: str) -> None:
+    def __init__(self, bot_name: str, bot_version: str, compact: bool = False) -> None:
         self.session_id = secrets.token_hex(8)
         self.bot_name = bot_name
         self.bot_version = bot_version
@@ -130,6 +138,9 @@ class BotSession:
         self.closed = False
         self.disconnected_at: float | None = None
         self.issued: set[str] = set()  # decision ids of the current (or last) match, kept by its SeatLedger
+        self.compact = compact  # Join.compact: kept for the session's life, Resume included
+        self.held_start: gm.HandStart | None = None  # compact: waiting for the next DecisionRequest
+        self.held_events: list[gm.Event] = []
 
     # --- sending ---------------------------------------------------------------------
 
@@ -143,10 +154,54 @@ class BotSession:
         return self._send(message, asyncio.get_running_loop())
 
     def _send(self, message: dict[str, object], loop: asyncio.AbstractEventLoop | None) -> asyncio.Future[float] | None:
+        if self.compact:
+            if "event" in message:
+                self.held_events.append(cast(gm.Event, message["event"]))
+                return None
+            if "hand_start" in message:
+                self._hold_start(cast(gm.HandStart, message["hand_start"]))
+                return None
+            if "decision_request" not in message:
+                self.flush()
+            elif self.held_start is not None or self.held_events:
+                return self._emit(self._folded(cast(bs.DecisionRequest, message["decision_request"])), loop)
+        return self._emit(bs.PlayResponse(sequence=self.sequence + 1, **message), loop)  # type: ignore[arg-type]
+
+    def _hold_start(self, hand_start: gm.HandStart) -> None:
+        # A HandStart rides before its hand's events: anything held from before goes out first.
+        if self.held_start is not None or self.held_events:
+            self.flush()
+        self.held_start = hand_start
+
+    def _folded(self, request: bs.DecisionRequest) -> bs.PlayResponse:
+        """The PlayResponse of *request* carrying the held messages (the caller's request is not changed)."""
+        response = bs.PlayResponse(sequence=self.sequence + 1, decision_request=request)
+        folded = response.decision_request
+        if self.held_start is not None:
+            folded.hand_start.CopyFrom(self.held_start)
+        folded.events.extend(self.held_events)
+        self.held_start, self.held_events = None, []
+        return response
+
+    def flush(self) -> None:
+        """Sends the held HandStart and Events as messages of their own, oldest first."""
+        start, events = self.held_start, self.held_events
+        self.held_start, self.held_events = None, []
+        if start is not None:
+            self._emit(bs.PlayResponse(sequence=self.sequence + 1, hand_start=start), None)
+        for event in events:
+            self._emit(bs.PlayResponse(sequence=self.sequence + 1, event=event), None)
+
+    def drop_held(self) -> None:
+        """Forgets held messages: the match they belong to is over for this session."""
+        self.held_start, self.held_events = None, []
+
+    def _emit(self, response: bs.PlayResponse, loop: asyncio.AbstractEventLoop | None) -> asyncio.Future[float] | None:
+        """Numbers, buffers and (if a stream is attached) queues *response* (numbered by the caller)."""
         self.sequence += 1
         # Serialized once here: the bytes are buffered for Resume and written as they are.
-        data = bs.PlayResponse(sequence=self.sequence, **message).SerializeToString()  # type: ignore[arg-type]
-        if "match_start" in message:
+        data = response.SerializeToString()
+        if response.HasField("match_start"):
             self.buffer = []
         if self.table is not None:  # Resume exists only within a match: nothing to keep between them
             self.buffer.append((self.sequence, data))

@@ -108,8 +108,10 @@ class ScriptedBot:
         policy: Policy = answer_random,
         seed: int = 0,
         matches: int = 1,
+        compact: bool = False,
     ) -> None:
         self.port = port
+        self.compact = compact
         self.name = name
         self.token = BOTS.get(name, "") if token is None else token
         self.policy = policy
@@ -130,7 +132,9 @@ class ScriptedBot:
         self.call = bs_grpc.BotServiceStub(self.channel).Play()
         if first is None:
             first = bs.PlayRequest(
-                join=bs.Join(bot_token=self.token, bot_name=self.name, bot_version="t1", protocol_version=1)
+                join=bs.Join(
+                    bot_token=self.token, bot_name=self.name, bot_version="t1", protocol_version=1, compact=self.compact
+                )
             )
         await self.call.write(first)
 

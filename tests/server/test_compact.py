@@ -1,0 +1,341 @@
+"""Compact mode (Join.compact, issue 13) over real gRPC on loopback.
+
+A compact session gets its HandStart and Events folded into its next DecisionRequest; any
+other message flushes them first. Unfolded, a compact session must see exactly the messages
+a plain session sees, in the same order; a session without the field must be unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import common_pb2 as cm
+from gaigel_api.v1 import game_pb2 as gm
+from gaigel_server.clock import Clock
+from gaigel_server.session import BotSession, Outgoing, Stream
+from tests.server.srvkit import Admin, ScriptedBot, run, running_server
+
+NAMES = [f"p{i}" for i in range(6)]
+BOTS = {name: f"{name}-token-0123456" for name in NAMES}
+# A long decision time: the bank never moves, so bank_left is the same in every run.
+SLOW = Clock(decision_time=60.0, bank=5.0, strikes_limit=1000, resume_grace=30.0)
+
+Unfolded = list[tuple[str, bytes]]
+
+
+def unfold(received: list[bs.PlayResponse]) -> Unfolded:
+    """Each message the bot saw as (kind, payload bytes), folded ones taken out of their
+    DecisionRequest first; per-run values (ids, tokens) blanked, decision ids numbered."""
+    out: Unfolded = []
+    decisions: dict[str, str] = {}
+    for msg in received:
+        kind = msg.WhichOneof("message")
+        assert kind is not None
+        if kind == "decision_request":
+            req = bs.DecisionRequest()
+            req.CopyFrom(msg.decision_request)
+            if req.HasField("hand_start"):
+                out.append(("hand_start", req.hand_start.SerializeToString()))
+            out.extend(("event", ev.SerializeToString()) for ev in req.events)
+            req.ClearField("hand_start")
+            req.ClearField("events")
+            req.decision_id = decisions.setdefault(req.decision_id, f"d{len(decisions)}")
+            out.append((kind, req.SerializeToString()))
+            continue
+        payload: Any = type(getattr(msg, kind))()
+        payload.CopyFrom(getattr(msg, kind))
+        if kind == "match_start":
+            payload.match_id, payload.resume_token = "", ""
+        elif kind == "match_end":
+            payload.match_id = ""
+        elif kind == "welcome":
+            payload.session_id = ""
+        out.append((kind, payload.SerializeToString()))
+    return out
+
+
+def folded_counts(received: list[bs.PlayResponse]) -> tuple[int, int]:
+    """(messages carried inside DecisionRequests, standalone HandStarts and Events)."""
+    inside = sum(
+        int(m.decision_request.HasField("hand_start")) + len(m.decision_request.events)
+        for m in received
+        if m.HasField("decision_request")
+    )
+    alone = sum(1 for m in received if m.WhichOneof("message") in ("hand_start", "event"))
+    return inside, alone
+
+
+def assert_flushed_only_by_others(received: list[bs.PlayResponse]) -> None:
+    """In a compact stream a standalone HandStart or Event is there only because a message of
+    another kind (not a DecisionRequest) flushed it: the run of them must end in one."""
+    kinds = [m.WhichOneof("message") for m in received]
+    for i, kind in enumerate(kinds):
+        if kind in ("hand_start", "event"):
+            following = next(k for k in kinds[i + 1 :] if k not in ("hand_start", "event"))
+            assert following != "decision_request", f"message {i} ({kind}) should have ridden in the next request"
+
+
+async def play_match(players: int, seed: int, compact_seats: set[int], hands: int = 2) -> list[ScriptedBot]:
+    """One seeded match of scripted bots (seat s plays bot p<s> with rng seed s); the seats in
+    *compact_seats* join compact."""
+    async with running_server(bots=dict(BOTS), clock=SLOW) as (_, port):
+        admin = Admin(port)
+        bots = [
+            ScriptedBot(port, NAMES[s], token=BOTS[NAMES[s]], seed=s, compact=s in compact_seats)
+            for s in range(players)
+        ]
+        tasks = [asyncio.create_task(b.run()) for b in bots]
+        m = await admin.create(players, NAMES[:players], hands=hands, seed=seed, match_key="compact-test")
+        await admin.wait_ended(m.match_id, 60.0)
+        await asyncio.gather(*tasks)
+        for b in bots:
+            await b.close()
+        await admin.close()
+        return bots
+
+
+def compare_modes(players: int, seed: int, hands: int = 2) -> None:
+    """Every seat plays once compact and once plain in the same seeded match: same unfolded messages."""
+    evens = {s for s in range(players) if s % 2 == 0}
+    odds = set(range(players)) - evens
+    first = run(play_match(players, seed, evens, hands))
+    second = run(play_match(players, seed, odds, hands))
+    for seat in range(players):
+        compact, plain = (first, second) if seat in evens else (second, first)
+        assert compact[seat].status == grpc.StatusCode.OK and plain[seat].status == grpc.StatusCode.OK
+        assert unfold(compact[seat].received) == unfold(plain[seat].received), f"seat {seat}"
+        inside, _ = folded_counts(compact[seat].received)
+        assert inside > 0, "nothing was folded"
+        assert folded_counts(plain[seat].received)[0] == 0, "a plain session got folded messages"
+        assert len(compact[seat].received) < len(plain[seat].received)
+        assert_flushed_only_by_others(compact[seat].received)
+
+
+def test_compact_and_plain_sessions_see_the_same_messages() -> None:
+    compare_modes(players=4, seed=7, hands=3)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(players=st.sampled_from([2, 3, 4, 6]), seed=st.integers(0, 2**64 - 1))
+def test_unfolded_compact_equals_plain_for_any_seed(players: int, seed: int) -> None:
+    compare_modes(players, seed, hands=1)
+
+
+# --- Resume -----------------------------------------------------------------------------------
+
+
+async def play_with_drop(compact: bool, drop_at: int) -> tuple[list[bs.PlayResponse], list[bs.PlayResponse]]:
+    """Seat 0 drops its stream on its *drop_at*-th DecisionRequest without answering, resumes
+    with the sequence number before it, and plays on. Returns (before the drop, after the resume)."""
+    async with running_server(bots=dict(BOTS), clock=SLOW) as (_, port):
+        admin = Admin(port)
+        me = ScriptedBot(port, "p0", token=BOTS["p0"], seed=0, compact=compact)
+        other = ScriptedBot(port, "p1", token=BOTS["p1"], seed=1)
+        other_task = asyncio.create_task(other.run())
+        await me.open()
+        m = await admin.create(2, ["p0", "p1"], hands=2, seed=11, match_key="compact-test")
+        seen = 0
+
+        def stop(msg: bs.PlayResponse) -> bool:
+            nonlocal seen
+            seen += msg.HasField("decision_request")
+            return seen == drop_at
+
+        await me.play(stop_after=stop)
+        before = list(me.received)
+        me.call.cancel()
+        assert me.match_start is not None
+        resume = bs.Resume(
+            match_id=me.match_start.match_id,
+            seat=0,
+            resume_token=me.match_start.resume_token,
+            last_sequence=before[-1].sequence - 1,  # the request itself comes again
+        )
+        me.received = []
+        await asyncio.sleep(0.2)  # the server notices the break (a DISCONNECT fault)
+        await me.open(bs.PlayRequest(resume=resume))
+        await me.play()
+        after = list(me.received)
+        await admin.wait_ended(m.match_id, 60.0)
+        await other_task
+        for b in (me, other):
+            await b.close()
+        await admin.close()
+        return before, after
+
+
+def _without_faults(unfolded: Unfolded) -> Unfolded:
+    out: Unfolded = []
+    for kind, data in unfolded:
+        if kind == "event" and gm.Event.FromString(data).HasField("fault"):
+            continue  # DISCONNECT and RESUMED: only the run with the break has them
+        if kind == "match_end":
+            end = gm.MatchEnd.FromString(data)
+            end.ClearField("faults")
+            data = end.SerializeToString()
+        out.append((kind, data))
+    return out
+
+
+def test_resume_keeps_compact_mode_and_loses_nothing() -> None:
+    before, after = run(play_with_drop(compact=True, drop_at=3))
+    assert after[0].HasField("welcome") and after[0].welcome.resumed
+    resent = after[1]
+    assert resent.sequence == before[-1].sequence and resent.SerializeToString() == before[-1].SerializeToString()
+    # Still compact after the Resume: the DISCONNECT and RESUMED faults ride in the next request.
+    later = [m for m in after[2:] if m.HasField("decision_request")]
+    faults = [ev.fault.reason for ev in later[0].decision_request.events if ev.HasField("fault")]
+    assert faults == [cm.FAULT_REASON_DISCONNECT, cm.FAULT_REASON_RESUMED]
+    assert_flushed_only_by_others(after[1:])
+    sequences = [m.sequence for m in before[1:] + after[2:]]
+    assert sequences == list(range(1, len(sequences) + 1)), "a message was lost or numbered twice"
+    # The same match without the break, plain: the same game messages, none lost.
+    whole = before[:-1] + after[1:]
+    reference = run(play_match(2, 11, set(), hands=2))[0].received
+    assert _without_faults(unfold(whole)) == _without_faults(unfold(reference))
+
+
+def test_plain_resume_stays_plain() -> None:
+    _, after = run(play_with_drop(compact=False, drop_at=2))
+    assert folded_counts(after[1:])[0] == 0
+    assert any(m.HasField("event") and m.event.HasField("fault") for m in after[1:])
+
+
+# --- old clients ------------------------------------------------------------------------------
+
+
+async def raw_session(port: int, join: bytes) -> list[bytes]:
+    """A client that speaks raw bytes (as an old client built without Join.compact would)."""
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    play = channel.stream_stream("/gaigel.v1.BotService/Play")
+    call: Any = play()
+    await call.write(join)
+    out: list[bytes] = []
+    while True:
+        data = await call.read()
+        if data is grpc.aio.EOF:
+            break
+        out.append(data)
+        msg = bs.PlayResponse.FromString(data)
+        if msg.HasField("decision_request"):
+            answer = bs.Action(
+                decision_id=msg.decision_request.decision_id, action_id=msg.decision_request.legal_actions[0].id
+            )
+            await call.write(bs.PlayRequest(action=answer).SerializeToString())
+        elif msg.HasField("match_end"):
+            await call.write(bs.PlayRequest(leave=bs.Leave()).SerializeToString())
+    await channel.close()
+    return out
+
+
+def test_old_client_without_the_field_is_unchanged() -> None:
+    async def scenario() -> list[bytes]:
+        async with running_server(bots=dict(BOTS), clock=SLOW) as (_, port):
+            admin = Admin(port)
+            # Join as an old client encodes it: fields 1..4, no field 5.
+            join = bs.PlayRequest(join=bs.Join(bot_token=BOTS["p0"], bot_name="p0", protocol_version=1))
+            raw = join.SerializeToString()
+            assert b"\x28" not in raw[-2:]  # no compact tag (field 5, varint) at the end
+            task = asyncio.create_task(raw_session(port, raw))
+            other = ScriptedBot(port, "p1", token=BOTS["p1"], seed=1, compact=True)
+            other_task = asyncio.create_task(other.run())
+            m = await admin.create(2, ["p0", "p1"], hands=1, seed=5)
+            await admin.wait_ended(m.match_id, 60.0)
+            out = await task
+            await other_task
+            await other.close()
+            await admin.close()
+            return out
+
+    raw = run(scenario())
+    kinds = []
+    for i, data in enumerate(raw):
+        msg = bs.PlayResponse.FromString(data)
+        assert msg.sequence == i
+        assert msg.SerializeToString() == data  # canonical bytes: nothing unknown added
+        if msg.HasField("decision_request"):
+            assert not msg.decision_request.HasField("hand_start") and not msg.decision_request.events
+        kinds.append(msg.WhichOneof("message"))
+    assert kinds[:3] == ["welcome", "match_start", "hand_start"]
+    assert kinds.count("event") > 10 and kinds[-2:] == ["hand_end", "match_end"]
+
+
+# --- what flushes ------------------------------------------------------------------------------
+
+
+def _session(compact: bool) -> tuple[BotSession, Stream]:
+    session, stream = BotSession("p0", "v", compact=compact), Stream()
+    session.attach(stream)
+    return session, stream
+
+
+def _queued(stream: Stream) -> list[bs.PlayResponse]:
+    out = []
+    while not stream.queue.empty():
+        item = stream.queue.get_nowait()
+        assert isinstance(item, Outgoing)
+        out.append(bs.PlayResponse.FromString(item.message))
+    return out
+
+
+def _script(session: BotSession) -> None:
+    def ev(trick: int) -> gm.Event:
+        return gm.Event(hand_index=0, trick_won=gm.TrickWon(trick_index=trick, winner_seat=1))
+
+    session.send(hand_start=gm.HandStart(hand_index=0, dealer_seat=1))
+    session.send(event=ev(0))
+    session.send(action_rejected=bs.ActionRejected(decision_id="x", reason=bs.REJECT_REASON_UNKNOWN_DECISION))
+    session.send(event=ev(1))
+    session.send(decision_request=bs.DecisionRequest(decision_id="d1"))
+    session.send(event=ev(2))
+    session.send(hand_end=gm.HandEnd(hand_index=0))
+    session.send(event=ev(3))
+    session.send(hand_start=gm.HandStart(hand_index=1))
+    session.send(match_end=gm.MatchEnd(match_id="m"))
+
+
+def test_other_messages_flush_the_held_ones_first() -> None:
+    compact, cstream = _session(compact=True)
+    _script(compact)
+    got = _queued(cstream)
+    assert [m.WhichOneof("message") for m in got] == [
+        "hand_start",
+        "event",
+        "action_rejected",  # flushed the two before it
+        "decision_request",  # carries event 1
+        "event",
+        "hand_end",  # flushed event 2
+        "event",
+        "hand_start",  # event 3, then the next HandStart, flushed by MatchEnd
+        "match_end",
+    ]
+    assert [m.sequence for m in got] == list(range(1, 10))
+    assert [e.trick_won.trick_index for e in got[3].decision_request.events] == [1]
+    assert compact.held_start is None and not compact.held_events
+    plain, pstream = _session(compact=False)
+    _script(plain)
+    assert unfold(got) == unfold(_queued(pstream))
+
+
+def test_a_new_hand_start_flushes_what_is_held() -> None:
+    session, stream = _session(compact=True)
+    session.send(event=gm.Event(hand_index=0, trick_won=gm.TrickWon(trick_index=5)))
+    session.send(hand_start=gm.HandStart(hand_index=1))
+    session.send(decision_request=bs.DecisionRequest(decision_id="d"))
+    got = _queued(stream)
+    assert [m.WhichOneof("message") for m in got] == ["event", "decision_request"]
+    assert got[1].decision_request.hand_start.hand_index == 1 and not got[1].decision_request.events
+
+
+def test_folding_leaves_the_callers_request_alone() -> None:
+    session, stream = _session(compact=True)
+    request = bs.DecisionRequest(decision_id="d")
+    session.send(event=gm.Event(hand_index=0))
+    session.send(decision_request=request)
+    assert not request.events and len(_queued(stream)[0].decision_request.events) == 1
