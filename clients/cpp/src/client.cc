@@ -63,6 +63,7 @@ class Session {
         j->set_bot_name(opt_.bot_name);
         j->set_bot_version(opt_.bot_version);
         j->set_protocol_version(kProtocolVersion);
+        j->set_compact(opt_.compact);
       }
       grpc::ClientContext ctx;
       stream_ = stub_->Play(&ctx);
@@ -143,6 +144,16 @@ class Session {
     stream_->Write(req);
   }
 
+  // Compact mode: passes the HandStart and Events that rode in the request to the bot, in the
+  // order they happened, and removes them, so the bot sees exactly what it would have seen
+  // without compact mode. Does nothing when nothing is folded.
+  void Unfold(v1::DecisionRequest& request) {
+    if (request.has_hand_start()) bot_.OnHandStart(request.hand_start());
+    for (const auto& event : request.events()) bot_.OnEvent(event);
+    request.clear_hand_start();
+    request.clear_events();
+  }
+
   bool IsLegal(int id) const {
     for (const auto& a : pending_.legal_actions())
       if (a.id() == id) return true;
@@ -168,6 +179,7 @@ class Session {
         pending_ = msg.decision_request();
         has_pending_ = true;
         pending_answers_.clear();
+        Unfold(pending_);
         Send(bot_.Decide(pending_));
         break;
       case v1::PlayResponse::kActionRejected: {

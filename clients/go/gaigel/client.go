@@ -79,6 +79,12 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// Logger receives progress and warnings; default slog.Default().
 	Logger *slog.Logger
+	// DisableCompact turns compact mode off. By default Join asks for compact mode
+	// (Join.compact): the server then sends HandStart and Events inside the next
+	// DecisionRequest instead of on their own, one message per decision. Run unfolds
+	// them, so Listener and Decide see the same messages in the same order either way;
+	// a server without compact mode ignores the request.
+	DisableCompact bool
 }
 
 // Run connects bot to the server and plays until the configured number of matches has
@@ -179,7 +185,7 @@ func (s *session) run(ctx context.Context) error {
 			s.lastSeq, s.pending = 0, nil
 			hello = &pb.PlayRequest{Message: &pb.PlayRequest_Join{Join: &pb.Join{
 				BotToken: s.cfg.Token, BotName: s.cfg.Name, BotVersion: s.cfg.Version,
-				ProtocolVersion: ProtocolVersion,
+				ProtocolVersion: ProtocolVersion, Compact: !s.cfg.DisableCompact,
 			}}}
 		}
 		welcomed, err := s.play(ctx, hello, resuming)
@@ -301,6 +307,9 @@ func (s *session) handle(msg *pb.PlayResponse, resuming bool) error {
 		s.log.Warn("gaigel: messages never arrived", "from", s.lastSeq+1, "to", seq-1)
 	}
 	s.lastSeq = seq
+	if req := msg.GetDecisionRequest(); req != nil {
+		s.unfold(seq, req)
+	}
 	s.notify(msg)
 	switch m := msg.GetMessage().(type) {
 	case *pb.PlayResponse_DecisionRequest:
@@ -335,6 +344,20 @@ func (s *session) handle(msg *pb.PlayResponse, resuming bool) error {
 		s.pending = nil
 	}
 	return nil
+}
+
+// unfold passes the HandStart and Events that rode in a compact-mode DecisionRequest to
+// the bot as messages of their own (numbered like the request), in the order they
+// happened, and removes them from the request: the bot sees exactly what it would have
+// seen without compact mode. Without folded messages it does nothing.
+func (s *session) unfold(seq uint64, req *pb.DecisionRequest) {
+	if hs := req.GetHandStart(); hs != nil {
+		s.notify(&pb.PlayResponse{Sequence: seq, Message: &pb.PlayResponse_HandStart{HandStart: hs}})
+	}
+	for _, ev := range req.GetEvents() {
+		s.notify(&pb.PlayResponse{Sequence: seq, Message: &pb.PlayResponse_Event{Event: ev}})
+	}
+	req.HandStart, req.Events = nil, nil
 }
 
 func (s *session) rejected(r *pb.ActionRejected) error {

@@ -2,7 +2,9 @@ package gaigel
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,4 +134,100 @@ func equal(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// foldServer plays a one-decision match in compact mode: the HandStart and two Events
+// ride in the DecisionRequest.
+type foldServer struct {
+	pb.UnimplementedBotServiceServer
+	t    *testing.T
+	join *pb.Join
+}
+
+func (f *foldServer) Play(stream pb.BotService_PlayServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	f.join = first.GetJoin()
+	msgs := []*pb.PlayResponse{
+		{Message: &pb.PlayResponse_Welcome{Welcome: &pb.Welcome{SessionId: "s"}}},
+		{Sequence: 1, Message: &pb.PlayResponse_MatchStart{MatchStart: &pb.MatchStart{MatchId: "m", Seat: 0}}},
+		{Sequence: 2, Message: &pb.PlayResponse_DecisionRequest{DecisionRequest: &pb.DecisionRequest{
+			DecisionId: "d1", LegalActions: []*pb.LegalAction{{Id: 3}, {Id: 7}},
+			HandStart: &pb.HandStart{DealerSeat: 1},
+			Events: []*pb.Event{
+				{Kind: &pb.Event_OpeningDeclared{OpeningDeclared: &pb.OpeningDeclared{Seat: 1}}},
+				{Kind: &pb.Event_CardPlayed{CardPlayed: &pb.CardPlayed{Seat: 1}}},
+			},
+		}}},
+	}
+	for _, m := range msgs {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	for { // Leave, then the answer
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if req.GetAction() != nil {
+			break
+		}
+	}
+	return stream.Send(&pb.PlayResponse{Sequence: 3, Message: &pb.PlayResponse_MatchEnd{MatchEnd: &pb.MatchEnd{MatchId: "m"}}})
+}
+
+// logBot writes down every callback.
+type logBot struct{ log []string }
+
+func (b *logBot) OnMessage(msg *pb.PlayResponse) {
+	entry := fmt.Sprintf("%T", msg.GetMessage())
+	if ev := msg.GetEvent(); ev != nil {
+		entry = fmt.Sprintf("%T", ev.GetKind())
+	}
+	if req := msg.GetDecisionRequest(); req != nil && (req.GetHandStart() != nil || len(req.GetEvents()) > 0) {
+		entry += " still folded"
+	}
+	b.log = append(b.log, entry)
+}
+
+func (b *logBot) Decide(req *pb.DecisionRequest) int32 {
+	b.log = append(b.log, "Decide")
+	return 7
+}
+
+func TestCompactUnfoldsInOrder(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fake := &foldServer{t: t}
+		srv := grpc.NewServer()
+		pb.RegisterBotServiceServer(srv, fake)
+		go srv.Serve(lis)
+
+		bot := &logBot{}
+		t.Setenv("GAIGEL_BOT_NAME", "")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = Run(ctx, bot, Config{Server: lis.Addr().String(), Token: "tok", Name: "bob", DisableCompact: disable})
+		cancel()
+		srv.Stop()
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if got := fake.join.GetCompact(); got != !disable {
+			t.Errorf("DisableCompact %v: Join.compact %v", disable, got)
+		}
+		want := []string{
+			"*gaigelpb.PlayResponse_Welcome", "*gaigelpb.PlayResponse_MatchStart",
+			"*gaigelpb.PlayResponse_HandStart", "*gaigelpb.Event_OpeningDeclared", "*gaigelpb.Event_CardPlayed",
+			"*gaigelpb.PlayResponse_DecisionRequest", "Decide", "*gaigelpb.PlayResponse_MatchEnd",
+		}
+		if !slices.Equal(bot.log, want) {
+			t.Errorf("callbacks\n %v\nwant\n %v", bot.log, want)
+		}
+	}
 }

@@ -18,7 +18,9 @@ use crate::{Bot, PROTOCOL_VERSION};
 /// The default server address.
 pub const DEFAULT_SERVER: &str = "127.0.0.1:50051";
 
-/// Connection settings; [`Config::from_env`] reads them from the environment.
+/// Connection settings; [`Config::from_env`] reads them from the environment. To build one
+/// by hand, write `Config { token, name, ..Default::default() }`, so that fields added later
+/// keep their defaults.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `host:port` of the server (`$GAIGEL_SERVER`, default `127.0.0.1:50051`).
@@ -36,6 +38,28 @@ pub struct Config {
     pub initial_backoff: Duration,
     /// The longest reconnect delay.
     pub max_backoff: Duration,
+    /// Compact mode (`Join.compact`), default `true`: the server sends HandStart and Events
+    /// inside the next DecisionRequest instead of on their own, one message per decision.
+    /// The client unfolds them, so `on_hand_start`, `on_event` and `decide` are called in
+    /// the same order either way; a server without compact mode ignores it. `false` turns
+    /// it off.
+    pub compact: bool,
+}
+
+impl Default for Config {
+    /// The defaults of [`Config::from_env`], with no token and no name.
+    fn default() -> Self {
+        Config {
+            server: DEFAULT_SERVER.to_string(),
+            token: String::new(),
+            name: String::new(),
+            matches: None,
+            connect_timeout: Duration::from_secs(30),
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            compact: true,
+        }
+    }
 }
 
 impl Config {
@@ -58,9 +82,7 @@ impl Config {
             token,
             name: var("GAIGEL_BOT_NAME").unwrap_or_else(|| default_name.to_string()),
             matches,
-            connect_timeout: Duration::from_secs(30),
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(5),
+            ..Default::default()
         })
     }
 }
@@ -223,6 +245,7 @@ impl<'b, B: Bot> Session<'b, B> {
                     bot_name: self.config.name.clone(),
                     bot_version: self.version.clone(),
                     protocol_version: PROTOCOL_VERSION,
+                    compact: self.config.compact,
                     ..Default::default()
                 })
             };
@@ -324,7 +347,15 @@ impl<'b, B: Bot> Session<'b, B> {
         self.last_sequence = seq;
         match message {
             In::Welcome(_) => unreachable!(),
-            In::DecisionRequest(request) => {
+            In::DecisionRequest(mut request) => {
+                // Compact mode: what rode in the request first, in the order it happened, as
+                // if it had come on its own. Without folded messages this does nothing.
+                if let Some(h) = request.hand_start.take() {
+                    self.bot.on_hand_start(&h);
+                }
+                for e in std::mem::take(&mut request.events) {
+                    self.bot.on_event(&e);
+                }
                 let action = self.bot.decide(&request);
                 self.pending = Some(Pending { request, answers: Vec::new() });
                 self.send_action(action);
@@ -484,15 +515,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_limit() {
-        let config = Config {
-            server: DEFAULT_SERVER.into(),
-            token: "t".into(),
-            name: "n".into(),
-            matches: None,
-            connect_timeout: Duration::from_secs(30),
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(5),
-        };
+        let config = Config { token: "t".into(), name: "n".into(), ..Default::default() };
         assert_eq!(backoff(&config, 0, 1.0), Duration::from_millis(100));
         assert_eq!(backoff(&config, 3, 1.0), Duration::from_millis(800));
         assert_eq!(backoff(&config, 30, 1.0), Duration::from_secs(5));
@@ -512,5 +535,83 @@ mod tests {
         };
         let bytes = join.encode_to_vec();
         assert_eq!(PlayRequest::decode(bytes.as_slice()).unwrap(), join);
+    }
+
+    /// Writes down every callback.
+    #[derive(Default)]
+    struct LogBot(Vec<String>);
+
+    impl Bot for LogBot {
+        fn decide(&mut self, request: &pb::DecisionRequest) -> i32 {
+            let folded = request.hand_start.is_some() || !request.events.is_empty();
+            self.0.push(format!("decide {} folded={folded}", request.decision_id));
+            request.legal_actions[0].id
+        }
+        fn on_welcome(&mut self, _: &pb::Welcome) {
+            self.0.push("welcome".into());
+        }
+        fn on_match_start(&mut self, _: &pb::MatchStart) {
+            self.0.push("match_start".into());
+        }
+        fn on_hand_start(&mut self, msg: &pb::HandStart) {
+            self.0.push(format!("hand_start dealer={}", msg.dealer_seat));
+        }
+        fn on_event(&mut self, msg: &pb::Event) {
+            self.0.push(format!("event {:?}", msg.kind));
+        }
+        fn on_match_end(&mut self, _: &pb::MatchEnd) {
+            self.0.push("match_end".into());
+        }
+    }
+
+    /// Feeds `messages` (numbered from 1 after a Welcome) to a session and returns the
+    /// callbacks the bot saw.
+    fn callbacks(messages: Vec<In>) -> Vec<String> {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+            let mut bot = LogBot::default();
+            let config = Config { token: "t".into(), name: "n".into(), matches: Some(1), ..Default::default() };
+            let channel = Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+            let mut session = Session::new(&mut bot, config, channel);
+            let welcome = In::Welcome(pb::Welcome::default());
+            session.handle(PlayResponse { sequence: 0, message: Some(welcome) }, false);
+            for (i, message) in messages.into_iter().enumerate() {
+                session.handle(PlayResponse { sequence: i as u64 + 1, message: Some(message) }, false);
+            }
+            drop(session);
+            bot.0
+        })
+    }
+
+    #[test]
+    fn compact_decision_request_unfolds_in_order() {
+        use pb::event::Kind;
+        let hand_start = pb::HandStart { dealer_seat: 1, ..Default::default() };
+        let events = vec![
+            pb::Event { kind: Some(Kind::OpeningDeclared(pb::OpeningDeclared { seat: 1, ..Default::default() })), ..Default::default() },
+            pb::Event { kind: Some(Kind::CardPlayed(pb::CardPlayed { seat: 1, ..Default::default() })), ..Default::default() },
+        ];
+        let request = pb::DecisionRequest {
+            decision_id: "d1".into(),
+            legal_actions: vec![pb::LegalAction { id: 3, ..Default::default() }],
+            ..Default::default()
+        };
+        let start = || In::MatchStart(pb::MatchStart::default());
+        let end = || In::MatchEnd(pb::MatchEnd::default());
+        let folded = pb::DecisionRequest { hand_start: Some(hand_start.clone()), events: events.clone(), ..request.clone() };
+        let compact = callbacks(vec![start(), In::DecisionRequest(folded), end()]);
+        let mut plain_messages = vec![start(), In::HandStart(hand_start)];
+        plain_messages.extend(events.into_iter().map(In::Event));
+        plain_messages.extend([In::DecisionRequest(request), end()]);
+        let plain = callbacks(plain_messages);
+        assert_eq!(compact[..3], ["welcome", "match_start", "hand_start dealer=1"]);
+        assert!(compact[3].starts_with("event Some(OpeningDeclared"), "{compact:?}");
+        assert!(compact[4].starts_with("event Some(CardPlayed"), "{compact:?}");
+        assert_eq!(compact[5..], ["decide d1 folded=false", "match_end"]);
+        assert_eq!(compact, plain);
+    }
+
+    #[test]
+    fn config_defaults_to_compact() {
+        assert!(Config::default().compact);
     }
 }

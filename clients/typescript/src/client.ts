@@ -69,6 +69,13 @@ export interface Config {
   connectTimeoutMs?: number;
   /** Default: plaintext. */
   credentials?: grpc.ChannelCredentials;
+  /**
+   * Compact mode (Join.compact), default true: the server sends HandStart and Events inside
+   * the next DecisionRequest instead of on their own, one message per decision. The
+   * client unfolds them, so `onMessage` and `decide` see the same messages in the same
+   * order either way; a server without compact mode ignores it. `false` turns it off.
+   */
+  compact?: boolean;
 }
 
 interface Pending { req: DecisionRequest__Output; answers: number[] }
@@ -117,7 +124,7 @@ class Session {
       } else {
         this.lastSeq = 0;
         this.pending = null;
-        hello = { join: { botToken: this.config.token, botName: this.config.name, botVersion: this.config.version, protocolVersion: PROTOCOL_VERSION } };
+        hello = { join: { botToken: this.config.token, botName: this.config.name, botVersion: this.config.version, protocolVersion: PROTOCOL_VERSION, compact: this.config.compact ?? true } };
       }
       let welcomed = false;
       try {
@@ -186,6 +193,7 @@ class Session {
     if (seq <= this.lastSeq) return false; // resent after Resume, already handled
     if (seq !== this.lastSeq + 1) log(`messages ${this.lastSeq + 1}..${seq - 1} never arrived`);
     this.lastSeq = seq;
+    if (msg.decisionRequest) this.unfold(msg.sequence, msg.decisionRequest);
     this.bot.onMessage?.(msg);
     if (msg.decisionRequest) {
       this.pending = { req: msg.decisionRequest, answers: [] };
@@ -214,6 +222,19 @@ class Session {
       this.pending = null; // HandStart, Event, HandEnd: only for onMessage
     }
     return false;
+  }
+
+  /**
+   * Passes the HandStart and Events that rode in a compact-mode DecisionRequest to
+   * `onMessage` as messages of their own (numbered like the request), in the order they
+   * happened, and removes them from the request: the bot sees exactly what it would have
+   * seen without compact mode. Without folded messages it does nothing.
+   */
+  private unfold(sequence: string, req: DecisionRequest__Output): void {
+    if (req.handStart) this.bot.onMessage?.({ sequence, handStart: req.handStart, message: "handStart" });
+    for (const event of req.events) this.bot.onMessage?.({ sequence, event, message: "event" });
+    req.handStart = null;
+    req.events = [];
   }
 
   private async rejected(r: ActionRejected__Output): Promise<void> {

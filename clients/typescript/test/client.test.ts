@@ -5,7 +5,7 @@ import { test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { loadProto, run } from "../src/client.js";
 import type { PlayRequest__Output } from "../src/generated/gaigel/v1/PlayRequest.js";
-import type { PlayResponse } from "../src/generated/gaigel/v1/PlayResponse.js";
+import type { PlayResponse, PlayResponse__Output } from "../src/generated/gaigel/v1/PlayResponse.js";
 
 test("resumes after a dropped stream and answers a rejection", async () => {
   const got: PlayRequest__Output[][] = [];
@@ -63,4 +63,54 @@ test("resumes after a dropped stream and answers a rejection", async () => {
   // The answer, the same answer after Resume, then (after the rejection) the first legal action.
   assert.deepEqual(actions.map((a) => a.actionId), [7, 7, 3]);
   assert.equal(calls, 1);
+});
+
+// Compact mode: a DecisionRequest carrying a HandStart and two Events must reach the bot as
+// the same callbacks, in the same order, as those three messages sent on their own.
+async function playOneDecision(folded: boolean, compact?: boolean) {
+  let join: PlayRequest__Output["join"];
+  const handStart = { dealerSeat: 1, forehandSeat: 0 };
+  const events = [{ openingDeclared: { seat: 1 } }, { cardPlayed: { seat: 1, faceDown: true } }];
+  const request = { decisionId: "d1", legalActions: [{ id: 3 }, { id: 7 }] };
+  const script: PlayResponse[] = folded
+    ? [{ decisionRequest: { ...request, handStart, events } }]
+    : [{ handStart }, ...events.map((event) => ({ event })), { decisionRequest: request }];
+  const server = new grpc.Server();
+  server.addService(loadProto().gaigel.v1.BotService.service, {
+    Play: async (call: grpc.ServerDuplexStream<PlayRequest__Output, PlayResponse>) => {
+      const requests = call[Symbol.asyncIterator]();
+      join = ((await requests.next()).value as PlayRequest__Output).join;
+      call.write({ sequence: 0, welcome: { sessionId: "s" } });
+      call.write({ sequence: 1, matchStart: { matchId: "m" } });
+      script.forEach((msg, i) => call.write({ ...msg, sequence: 2 + i }));
+      while (!((await requests.next()).value as PlayRequest__Output).action); // Leave, then the answer
+      call.write({ sequence: 2 + script.length, matchEnd: { matchId: "m" } });
+      call.end();
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const seen: unknown[] = [];
+  const bot = {
+    decide: () => (seen.push("decide"), 7),
+    onMessage: (msg: PlayResponse__Output) => seen.push({ ...msg, sequence: undefined }),
+  };
+  delete process.env.GAIGEL_BOT_NAME;
+  try {
+    await run(bot, { server: `127.0.0.1:${port}`, token: "tok", name: "bob", compact });
+  } finally {
+    server.forceShutdown();
+  }
+  return { join, seen };
+}
+
+test("unfolds a compact DecisionRequest into the plain-mode callbacks, in order", async () => {
+  const compact = await playOneDecision(true);
+  const plain = await playOneDecision(false, false);
+  assert.equal(compact.join?.compact, true);
+  assert.equal(plain.join?.compact, false);
+  const kinds = compact.seen.map((m) => (m === "decide" ? m : (m as PlayResponse__Output).event?.kind ?? (m as PlayResponse__Output).message));
+  assert.deepEqual(kinds, ["welcome", "matchStart", "handStart", "openingDeclared", "cardPlayed", "decisionRequest", "decide", "matchEnd"]);
+  assert.deepEqual(compact.seen, plain.seen);
 });

@@ -15,7 +15,9 @@ namespace gaigel {
 
 namespace v1 = ::gaigel::v1;
 
-// A bot. Only Decide is required; the On* hooks see the server's messages in order.
+// A bot. Only Decide is required; the On* hooks see the server's messages in order (also
+// in compact mode: the HandStart and Events folded into a DecisionRequest are passed to
+// OnHandStart and OnEvent first, and Decide gets the request without them).
 class Bot {
  public:
   virtual ~Bot() = default;
@@ -42,6 +44,11 @@ struct Options {
   double initial_backoff = 0.1;   // seconds; doubles per failed reconnect ...
   double max_backoff = 5.0;       // ... up to this
   bool verbose = false;           // log joins, resumes and rejections to stderr
+  // Compact mode (Join.compact): the server sends HandStart and Events inside the next
+  // DecisionRequest instead of on their own, one message per decision. Run unfolds them,
+  // so OnHandStart, OnEvent and Decide are called in the same order either way; a server
+  // without compact mode ignores it. false turns it off.
+  bool compact = true;
 };
 
 // Fills unset options from the environment (GAIGEL_SERVER, GAIGEL_TOKEN, GAIGEL_BOT_NAME).

@@ -4,6 +4,7 @@ import gaigel.v1.BotServiceGrpc;
 import gaigel.v1.Action;
 import gaigel.v1.ActionRejected;
 import gaigel.v1.DecisionRequest;
+import gaigel.v1.Event;
 import gaigel.v1.Join;
 import gaigel.v1.LegalAction;
 import gaigel.v1.Leave;
@@ -45,7 +46,15 @@ public final class GaigelClient {
     private static final Set<Status.Code> DROPPED_IN_MATCH = EnumSet.of(
             Status.Code.UNAVAILABLE, Status.Code.INTERNAL, Status.Code.UNKNOWN, Status.Code.CANCELLED);
 
-    /** Connection settings; {@link #fromEnv} reads them from the environment. */
+    /**
+     * Connection settings; {@link #fromEnv} reads them from the environment.
+     *
+     * <p>{@code compact} (default true, {@link #withCompact}) asks for compact mode
+     * (Join.compact): the server sends HandStart and Events inside the next DecisionRequest
+     * instead of on their own, one message per decision. The client unfolds them, so
+     * {@code onHandStart}, {@code onEvent} and {@code decide} are called in the same order
+     * either way; a server without compact mode ignores it.
+     */
     public record Config(
             String server,
             String token,
@@ -53,7 +62,19 @@ public final class GaigelClient {
             int matches,
             Duration connectTimeout,
             Duration initialBackoff,
-            Duration maxBackoff) {
+            Duration maxBackoff,
+            boolean compact) {
+
+        /** The settings without {@code compact}, which is then on (as before compact mode existed). */
+        public Config(String server, String token, String name, int matches, Duration connectTimeout,
+                Duration initialBackoff, Duration maxBackoff) {
+            this(server, token, name, matches, connectTimeout, initialBackoff, maxBackoff, true);
+        }
+
+        /** These settings with compact mode on or off. */
+        public Config withCompact(boolean compact) {
+            return new Config(server, token, name, matches, connectTimeout, initialBackoff, maxBackoff, compact);
+        }
 
         /**
          * Reads GAIGEL_SERVER (default 127.0.0.1:50051), GAIGEL_TOKEN (required),
@@ -147,6 +168,25 @@ public final class GaigelClient {
         return answers.contains(action) ? null : action;
     }
 
+    /**
+     * Compact mode: passes the HandStart and Events that rode in {@code request} to the bot's
+     * {@code onHandStart} and {@code onEvent}, in the order they happened, and returns the
+     * request without them, so the bot sees exactly what it would have seen without compact
+     * mode. A request without folded messages is returned as it is.
+     */
+    static DecisionRequest unfold(DecisionRequest request, Bot bot) {
+        if (!request.hasHandStart() && request.getEventsCount() == 0) {
+            return request;
+        }
+        if (request.hasHandStart()) {
+            bot.onHandStart(request.getHandStart());
+        }
+        for (Event event : request.getEventsList()) {
+            bot.onEvent(event);
+        }
+        return request.toBuilder().clearHandStart().clearEvents().build();
+    }
+
     /** The reconnect delay after {@code failures} failed attempts, before jitter. */
     static Duration backoff(Config config, int failures) {
         Duration d = config.initialBackoff().multipliedBy(1L << Math.min(failures, 16));
@@ -200,7 +240,8 @@ public final class GaigelClient {
                     pending = null;
                     first = PlayRequest.newBuilder().setJoin(Join.newBuilder()
                             .setBotToken(config.token()).setBotName(config.name())
-                            .setBotVersion(bot.version()).setProtocolVersion(PROTOCOL_VERSION)).build();
+                            .setBotVersion(bot.version()).setProtocolVersion(PROTOCOL_VERSION)
+                            .setCompact(config.compact())).build();
                 }
                 BlockingQueue<Object> inbox = new LinkedBlockingQueue<>();
                 outbox = stub.play(new StreamObserver<>() {
@@ -304,7 +345,7 @@ public final class GaigelClient {
             lastSequence = seq;
             switch (response.getMessageCase()) {
                 case DECISION_REQUEST -> {
-                    pending = new Pending(response.getDecisionRequest());
+                    pending = new Pending(unfold(response.getDecisionRequest(), bot));
                     sendAction(bot.decide(pending.request));
                 }
                 case ACTION_REJECTED -> onRejected(response.getActionRejected());

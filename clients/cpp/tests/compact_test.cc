@@ -1,0 +1,139 @@
+// Compact mode against a scripted in-process server: a DecisionRequest carrying a HandStart
+// and two Events must reach the bot as the same callbacks, in the same order, as those
+// messages sent on their own; Join.compact follows Options::compact. Run by ctest.
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "gaigel/client.h"
+#include "gaigel/v1/bot_service.grpc.pb.h"
+
+namespace v1 = gaigel::v1;
+
+namespace {
+
+int failures = 0;
+
+void Check(bool ok, const std::string& what) {
+  if (!ok) {
+    std::cerr << "FAIL: " << what << "\n";
+    ++failures;
+  }
+}
+
+// Plays Welcome, MatchStart, one decision (folded or not) and MatchEnd.
+class ScriptedServer final : public v1::BotService::Service {
+ public:
+  explicit ScriptedServer(bool folded) : folded_(folded) {}
+  bool join_compact = false;
+
+  grpc::Status Play(grpc::ServerContext*,
+                    grpc::ServerReaderWriter<v1::PlayResponse, v1::PlayRequest>* stream) override {
+    v1::PlayRequest req;
+    if (!stream->Read(&req) || !req.has_join()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no Join");
+    join_compact = req.join().compact();
+    uint64_t seq = 0;
+    auto send = [&](v1::PlayResponse msg) {
+      msg.set_sequence(seq++);
+      stream->Write(msg);
+    };
+    v1::PlayResponse msg;
+    msg.mutable_welcome()->set_session_id("s");
+    send(msg);
+    msg.Clear();
+    msg.mutable_match_start()->set_match_id("m");
+    send(msg);
+
+    v1::HandStart hand_start;
+    hand_start.set_dealer_seat(1);
+    v1::Event opening, played;
+    opening.mutable_opening_declared()->set_seat(1);
+    played.mutable_card_played()->set_seat(1);
+    played.mutable_card_played()->set_face_down(true);
+    v1::DecisionRequest request;
+    request.set_decision_id("d1");
+    request.add_legal_actions()->set_id(3);
+    if (folded_) {
+      *request.mutable_hand_start() = hand_start;
+      *request.add_events() = opening;
+      *request.add_events() = played;
+    } else {
+      msg.Clear();
+      *msg.mutable_hand_start() = hand_start;
+      send(msg);
+      for (const auto& e : {opening, played}) {
+        msg.Clear();
+        *msg.mutable_event() = e;
+        send(msg);
+      }
+    }
+    msg.Clear();
+    *msg.mutable_decision_request() = request;
+    send(msg);
+    while (stream->Read(&req) && !req.has_action()) {
+    }  // Leave, then the answer
+    msg.Clear();
+    msg.mutable_match_end()->set_match_id("m");
+    send(msg);
+    return grpc::Status::OK;
+  }
+
+ private:
+  bool folded_;
+};
+
+// Writes down every callback.
+class LogBot : public gaigel::Bot {
+ public:
+  std::vector<std::string> log;
+  int Decide(const v1::DecisionRequest& r) override {
+    log.push_back("Decide " + r.ShortDebugString());
+    return r.legal_actions(0).id();
+  }
+  void OnMatchStart(const v1::MatchStart&) override { log.push_back("OnMatchStart"); }
+  void OnHandStart(const v1::HandStart& h) override { log.push_back("OnHandStart " + h.ShortDebugString()); }
+  void OnEvent(const v1::Event& e) override { log.push_back("OnEvent " + e.ShortDebugString()); }
+  void OnMatchEnd(const v1::MatchEnd&) override { log.push_back("OnMatchEnd"); }
+};
+
+std::vector<std::string> Play(bool folded, bool compact, bool* join_compact) {
+  ScriptedServer service(folded);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  LogBot bot;
+  gaigel::Options options;
+  options.server = "127.0.0.1:" + std::to_string(port);
+  options.token = "tok";
+  options.bot_name = "bob";
+  options.compact = compact;
+  Check(gaigel::Run(bot, options) == 0, "Run returns 0");
+  server->Shutdown();
+  *join_compact = service.join_compact;
+  return bot.log;
+}
+
+}  // namespace
+
+int main() {
+  bool compact_join = false, plain_join = true;
+  Check(gaigel::Options{}.compact, "Options::compact defaults to true");
+  auto compact = Play(true, true, &compact_join);
+  auto plain = Play(false, false, &plain_join);
+  Check(compact_join, "Join.compact set by default");
+  Check(!plain_join, "Join.compact unset with Options::compact = false");
+  const std::vector<std::string> kinds = {"OnMatchStart", "OnHandStart", "OnEvent", "OnEvent", "Decide", "OnMatchEnd"};
+  Check(compact.size() == kinds.size(), "six callbacks in compact mode");
+  for (size_t i = 0; i < kinds.size() && i < compact.size(); ++i)
+    Check(compact[i].rfind(kinds[i], 0) == 0, "callback " + std::to_string(i) + " is " + kinds[i] + ": " + compact[i]);
+  Check(compact.size() > 3 && compact[2].find("opening_declared") != std::string::npos, "the opening first");
+  Check(compact.size() > 4 && compact[3].find("card_played") != std::string::npos, "then the card");
+  Check(compact == plain, "compact and plain mode give the same callbacks");
+  for (const auto& line : compact) std::cout << line << "\n";
+  std::cout << (failures ? "FAILED" : "ok") << "\n";
+  return failures ? 1 : 0;
+}
