@@ -17,7 +17,8 @@ Two parts:
 
 The bot is launched once per run with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set;
 for the real matches also GAIGEL_COMPACT, 1 and 0 in turn, so that a kit which reads it
-(the Python SDK does) plays in both modes. Each check says the mode the bot joined in.
+(the Python SDK and the Go, TypeScript, Rust, Java and C++ kits do) plays in both modes.
+Each check says the mode the bot joined in.
 """
 
 from __future__ import annotations
