@@ -17,7 +17,8 @@ Two parts:
 
 The bot is launched once per run with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set;
 for the real matches also GAIGEL_COMPACT, 1 and 0 in turn, so that a kit which reads it
-(the Python SDK does) plays in both modes. Each check says the mode the bot joined in.
+(the Python SDK and the Go, TypeScript, Rust, Java and C++ kits do) plays in both modes.
+Each check says the mode the bot joined in.
 """
 
 from __future__ import annotations
@@ -627,6 +628,16 @@ async def _real_match(
     clock = Clock(decision_time=deadline, bank=deadline, strikes_limit=3, resume_grace=5.0)
     server, port = create_server("127.0.0.1:0", ServerConfig(clock=clock))
     await server.start()
+    # Every session the bot joins, noted as it joins: a fast bot that leaves after its match
+    # is gone from the table and the pool before a poll of them could see its mode.
+    joined: list[Any] = []
+    add_session = server.lobby.add_session
+
+    def note_join(session: Any) -> None:
+        add_session(session)
+        joined.append(session)
+
+    server.lobby.add_session = note_join  # type: ignore[method-assign]
     notes: list[str] = []
     bot: BotProcess | None = None
     try:
@@ -646,9 +657,7 @@ async def _real_match(
         )
         server.lobby.add_table(table)
         limit = time.monotonic() + 90.0
-        mode = ""
         while table.state != "ended":
-            mode = mode or _joined_mode([table.sessions[0]])
             if time.monotonic() > limit:
                 notes.append("the match took longer than 90 s")
                 server.lobby.cancel(table, "cancelled", "time limit")
@@ -662,9 +671,7 @@ async def _real_match(
                 break
             await asyncio.sleep(0.05)
         assert table.record is not None
-        # A fast match may end between two looks; the session then waits in the pool for the next.
-        mode = mode or _joined_mode(list(server.lobby.sessions.get(BOT_NAME, ())))
-        return table.record, notes, mode
+        return table.record, notes, _joined_mode(joined)
     finally:
         tail = ""
         if bot is not None:

@@ -40,6 +40,20 @@ def test_python_example_passes_every_check() -> None:
     assert "compact mode" in real and "plain mode" in real
 
 
+def test_reports_the_mode_of_a_bot_that_leaves_after_one_match() -> None:
+    # Like the kits' example bots: a fast bot that plays one match and leaves is gone from
+    # the table and the pool at once; check-bot still says the mode it joined in.
+    one_match = (
+        "import sys; sys.path.insert(0, 'clients/python/examples'); from random_bot import RandomBot; "
+        "from gaigel_client import run; run(RandomBot(), matches=1)"
+    )
+    code, checks, _ = _check([sys.executable, "-c", one_match])
+    assert code == 0, checks
+    real = [str(c["reason"]) for name, c in checks.items() if name.startswith("answers: ")]
+    assert all("no mode" not in r for r in real), real
+    assert "compact mode" in " ".join(real) and "plain mode" in " ".join(real)
+
+
 def test_python_example_passes_in_plain_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GAIGEL_COMPACT", "0")
     code, checks, _ = _check([sys.executable, "clients/python/examples/random_bot.py"])

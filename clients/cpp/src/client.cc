@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -262,12 +263,22 @@ class Session {
 
 }  // namespace
 
+bool CompactFromEnv(const char* value) {
+  std::string v = value ? value : "1";
+  const char* space = " \t\n\v\f\r";
+  v.erase(0, v.find_first_not_of(space));
+  v.erase(v.find_last_not_of(space) + 1);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return v != "0" && v != "false" && v != "no" && v != "off";
+}
+
 Options OptionsFromEnv(Options base) {
   if (base.server.empty()) base.server = Env("GAIGEL_SERVER");
   if (base.server.empty()) base.server = "127.0.0.1:50051";
   if (base.token.empty()) base.token = Env("GAIGEL_TOKEN");
   if (base.bot_name.empty()) base.bot_name = Env("GAIGEL_BOT_NAME");
   if (base.bot_name.empty()) base.bot_name = "cpp-bot";
+  base.compact = base.compact && CompactFromEnv(std::getenv("GAIGEL_COMPACT"));
   return base;
 }
 

@@ -1,8 +1,10 @@
 // Compact mode against a scripted in-process server: a DecisionRequest carrying a HandStart
 // and two Events must reach the bot as the same callbacks, in the same order, as those
-// messages sent on their own; Join.compact follows Options::compact. Run by ctest.
+// messages sent on their own; Join.compact follows Options::compact, and OptionsFromEnv
+// reads GAIGEL_COMPACT as the Python SDK does. Run by ctest.
 #include <grpcpp/grpcpp.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -133,6 +135,21 @@ int main() {
   Check(compact.size() > 3 && compact[2].find("opening_declared") != std::string::npos, "the opening first");
   Check(compact.size() > 4 && compact[3].find("card_played") != std::string::npos, "then the card");
   Check(compact == plain, "compact and plain mode give the same callbacks");
+
+  // GAIGEL_COMPACT is read as the Python SDK reads it; a false Options::compact stays false.
+  for (const char* v : {static_cast<const char*>(nullptr), "", "1", "true", "yes", "on", "maybe", "2"})
+    Check(gaigel::CompactFromEnv(v), std::string("GAIGEL_COMPACT=") + (v ? v : "(unset)") + " means compact");
+  for (const char* v : {"0", "false", "no", "off", "FALSE", " Off\n", "No"})
+    Check(!gaigel::CompactFromEnv(v), std::string("GAIGEL_COMPACT=") + v + " means plain");
+  setenv("GAIGEL_COMPACT", "off", 1);
+  Check(!gaigel::OptionsFromEnv().compact, "OptionsFromEnv with GAIGEL_COMPACT=off: plain");
+  setenv("GAIGEL_COMPACT", "1", 1);
+  Check(gaigel::OptionsFromEnv().compact, "OptionsFromEnv with GAIGEL_COMPACT=1: compact");
+  gaigel::Options plain_base;
+  plain_base.compact = false;
+  Check(!gaigel::OptionsFromEnv(plain_base).compact, "OptionsFromEnv keeps Options::compact = false");
+  unsetenv("GAIGEL_COMPACT");
+  Check(gaigel::OptionsFromEnv().compact, "OptionsFromEnv without GAIGEL_COMPACT: compact");
   for (const auto& line : compact) std::cout << line << "\n";
   std::cout << (failures ? "FAILED" : "ok") << "\n";
   return failures ? 1 : 0;

@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -83,8 +84,21 @@ type Config struct {
 	// (Join.compact): the server then sends HandStart and Events inside the next
 	// DecisionRequest instead of on their own, one message per decision. Run unfolds
 	// them, so Listener and Decide see the same messages in the same order either way;
-	// a server without compact mode ignores the request.
+	// a server without compact mode ignores the request. When DisableCompact is false,
+	// $GAIGEL_COMPACT decides as in the Python SDK: 0, false, no or off (any case, spaces
+	// around ignored) join plain, anything else or unset compact. DisableCompact true
+	// always joins plain.
 	DisableCompact bool
+}
+
+// compactFromEnv reports whether $GAIGEL_COMPACT asks for compact mode: yes unless it is
+// 0, false, no or off (the Python SDK's rule; an unknown value means compact).
+func compactFromEnv() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("GAIGEL_COMPACT"))) {
+	case "0", "false", "no", "off":
+		return false
+	}
+	return true
 }
 
 // Run connects bot to the server and plays until the configured number of matches has
@@ -104,6 +118,7 @@ func Run(ctx context.Context, bot Bot, cfg Config) error {
 	cfg.Server = first(cfg.Server, os.Getenv("GAIGEL_SERVER"), DefaultServer)
 	cfg.Token = first(cfg.Token, os.Getenv("GAIGEL_TOKEN"))
 	cfg.Name = first(os.Getenv("GAIGEL_BOT_NAME"), cfg.Name)
+	cfg.DisableCompact = cfg.DisableCompact || !compactFromEnv()
 	if cfg.Token == "" {
 		return errors.New("gaigel: no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered")
 	}

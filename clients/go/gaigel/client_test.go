@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -199,7 +200,18 @@ func (b *logBot) Decide(req *pb.DecisionRequest) int32 {
 }
 
 func TestCompactUnfoldsInOrder(t *testing.T) {
-	for _, disable := range []bool{false, true} {
+	for _, c := range []struct {
+		disable bool
+		env     string // $GAIGEL_COMPACT
+		want    bool   // Join.compact
+	}{
+		{false, "", true},
+		{true, "", false},
+		{false, "0", false}, // the environment turns it off ...
+		{true, "1", false},  // ... but cannot turn it on against DisableCompact
+	} {
+		disable := c.disable
+		t.Setenv("GAIGEL_COMPACT", c.env)
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -218,8 +230,8 @@ func TestCompactUnfoldsInOrder(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		if got := fake.join.GetCompact(); got != !disable {
-			t.Errorf("DisableCompact %v: Join.compact %v", disable, got)
+		if got := fake.join.GetCompact(); got != c.want {
+			t.Errorf("DisableCompact %v, GAIGEL_COMPACT %q: Join.compact %v", disable, c.env, got)
 		}
 		want := []string{
 			"*gaigelpb.PlayResponse_Welcome", "*gaigelpb.PlayResponse_MatchStart",
@@ -229,5 +241,22 @@ func TestCompactUnfoldsInOrder(t *testing.T) {
 		if !slices.Equal(bot.log, want) {
 			t.Errorf("callbacks\n %v\nwant\n %v", bot.log, want)
 		}
+	}
+}
+
+// TestCompactFromEnv: $GAIGEL_COMPACT is read as the Python SDK reads it.
+func TestCompactFromEnv(t *testing.T) {
+	for v, want := range map[string]bool{
+		"": true, "1": true, "true": true, "yes": true, "on": true, "maybe": true, "2": true,
+		"0": false, "false": false, "no": false, "off": false, "FALSE": false, " Off\n": false, "No": false,
+	} {
+		t.Setenv("GAIGEL_COMPACT", v)
+		if got := compactFromEnv(); got != want {
+			t.Errorf("GAIGEL_COMPACT=%q: compact %v, want %v", v, got, want)
+		}
+	}
+	os.Unsetenv("GAIGEL_COMPACT") // restored by t.Setenv's cleanup
+	if !compactFromEnv() {
+		t.Error("GAIGEL_COMPACT unset: plain, want compact")
 	}
 }

@@ -42,7 +42,8 @@ pub struct Config {
     /// inside the next DecisionRequest instead of on their own, one message per decision.
     /// The client unfolds them, so `on_hand_start`, `on_event` and `decide` are called in
     /// the same order either way; a server without compact mode ignores it. `false` turns
-    /// it off.
+    /// it off. [`Config::from_env`] sets it from `$GAIGEL_COMPACT` as the Python SDK reads
+    /// it (`0`, `false`, `no` or `off` join plain); set it after `from_env` to overrule that.
     pub compact: bool,
 }
 
@@ -63,9 +64,15 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads `GAIGEL_SERVER`, `GAIGEL_TOKEN`, `GAIGEL_BOT_NAME` and `GAIGEL_MATCHES`.
+    /// Reads `GAIGEL_SERVER`, `GAIGEL_TOKEN`, `GAIGEL_BOT_NAME`, `GAIGEL_MATCHES` and
+    /// `GAIGEL_COMPACT`.
     pub fn from_env(default_name: &str) -> Result<Config, Error> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Config::from_vars(default_name, |k| std::env::var(k).ok())
+    }
+
+    /// [`Config::from_env`] with `lookup` for the environment.
+    fn from_vars(default_name: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
+        let var = |k: &str| lookup(k).filter(|v| !v.is_empty());
         let token = var("GAIGEL_TOKEN").ok_or_else(|| {
             Error::Config("no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered".into())
         })?;
@@ -82,9 +89,17 @@ impl Config {
             token,
             name: var("GAIGEL_BOT_NAME").unwrap_or_else(|| default_name.to_string()),
             matches,
+            compact: compact_from(lookup("GAIGEL_COMPACT").as_deref()),
             ..Default::default()
         })
     }
+}
+
+/// Whether a `$GAIGEL_COMPACT` value (`None`: unset) asks for compact mode: yes unless it is
+/// `0`, `false`, `no` or `off` (any case, spaces around ignored), as in the Python SDK; an
+/// unknown value means compact.
+fn compact_from(value: Option<&str>) -> bool {
+    !matches!(value.unwrap_or("1").trim().to_lowercase().as_str(), "0" | "false" | "no" | "off")
 }
 
 /// Why [`run`] stopped early.
@@ -613,5 +628,32 @@ mod tests {
     #[test]
     fn config_defaults_to_compact() {
         assert!(Config::default().compact);
+    }
+
+    #[test]
+    fn gaigel_compact_is_read_as_in_the_python_sdk() {
+        for v in [None, Some(""), Some("1"), Some("true"), Some("yes"), Some("on"), Some("maybe"), Some("2")] {
+            assert!(compact_from(v), "GAIGEL_COMPACT={v:?} should mean compact");
+        }
+        for v in ["0", "false", "no", "off", "FALSE", " Off\n", "No"] {
+            assert!(!compact_from(Some(v)), "GAIGEL_COMPACT={v:?} should mean plain");
+        }
+    }
+
+    #[test]
+    fn from_env_reads_gaigel_compact() {
+        let config = |compact: Option<&str>| {
+            let compact = compact.map(str::to_string);
+            Config::from_vars("me", move |k| match k {
+                "GAIGEL_TOKEN" => Some("tok".into()),
+                "GAIGEL_COMPACT" => compact.clone(),
+                _ => None,
+            })
+            .unwrap()
+        };
+        assert!(config(None).compact);
+        assert!(config(Some("1")).compact);
+        assert!(!config(Some("0")).compact);
+        assert!(!config(Some("off")).compact);
     }
 }

@@ -74,8 +74,17 @@ export interface Config {
    * the next DecisionRequest instead of on their own, one message per decision. The
    * client unfolds them, so `onMessage` and `decide` see the same messages in the same
    * order either way; a server without compact mode ignores it. `false` turns it off.
+   * Unset, $GAIGEL_COMPACT decides (see `compactFromEnv`); set, it wins over $GAIGEL_COMPACT.
    */
   compact?: boolean;
+}
+
+/**
+ * Compact mode unless $GAIGEL_COMPACT is 0, false, no or off (any case, spaces around
+ * ignored), as in the Python SDK: unset or any other value means compact.
+ */
+export function compactFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  return !["0", "false", "no", "off"].includes((env.GAIGEL_COMPACT ?? "1").trim().toLowerCase());
 }
 
 interface Pending { req: DecisionRequest__Output; answers: number[] }
@@ -93,7 +102,7 @@ export async function run(bot: Bot, config: Config = {}): Promise<void> {
   const server = config.server ?? process.env.GAIGEL_SERVER ?? DEFAULT_SERVER;
   const client = new (loadProto().gaigel.v1.BotService)(server, config.credentials ?? grpc.credentials.createInsecure());
   try {
-    await new Session(bot, client, { ...config, token, name }).run();
+    await new Session(bot, client, { ...config, token, name, compact: config.compact ?? compactFromEnv() }).run();
   } finally {
     client.close();
   }

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { loadProto, run } from "../src/client.js";
+import { compactFromEnv, loadProto, run } from "../src/client.js";
 import type { PlayRequest__Output } from "../src/generated/gaigel/v1/PlayRequest.js";
 import type { PlayResponse, PlayResponse__Output } from "../src/generated/gaigel/v1/PlayResponse.js";
 
@@ -67,7 +67,7 @@ test("resumes after a dropped stream and answers a rejection", async () => {
 
 // Compact mode: a DecisionRequest carrying a HandStart and two Events must reach the bot as
 // the same callbacks, in the same order, as those three messages sent on their own.
-async function playOneDecision(folded: boolean, compact?: boolean) {
+async function playOneDecision(folded: boolean, compact?: boolean, envCompact?: string) {
   let join: PlayRequest__Output["join"];
   const handStart = { dealerSeat: 1, forehandSeat: 0 };
   const events = [{ openingDeclared: { seat: 1 } }, { cardPlayed: { seat: 1, faceDown: true } }];
@@ -97,10 +97,13 @@ async function playOneDecision(folded: boolean, compact?: boolean) {
     onMessage: (msg: PlayResponse__Output) => seen.push({ ...msg, sequence: undefined }),
   };
   delete process.env.GAIGEL_BOT_NAME;
+  if (envCompact === undefined) delete process.env.GAIGEL_COMPACT;
+  else process.env.GAIGEL_COMPACT = envCompact;
   try {
     await run(bot, { server: `127.0.0.1:${port}`, token: "tok", name: "bob", compact });
   } finally {
     server.forceShutdown();
+    delete process.env.GAIGEL_COMPACT;
   }
   return { join, seen };
 }
@@ -113,4 +116,21 @@ test("unfolds a compact DecisionRequest into the plain-mode callbacks, in order"
   const kinds = compact.seen.map((m) => (m === "decide" ? m : (m as PlayResponse__Output).event?.kind ?? (m as PlayResponse__Output).message));
   assert.deepEqual(kinds, ["welcome", "matchStart", "handStart", "openingDeclared", "cardPlayed", "decisionRequest", "decide", "matchEnd"]);
   assert.deepEqual(compact.seen, plain.seen);
+});
+
+test("reads GAIGEL_COMPACT as the Python SDK does", () => {
+  const cases: [string | undefined, boolean][] = [
+    [undefined, true], ["", true], ["1", true], ["true", true], ["yes", true], ["on", true], ["maybe", true], ["2", true],
+    ["0", false], ["false", false], ["no", false], ["off", false], ["FALSE", false], [" Off\n", false], ["No", false],
+  ];
+  for (const [value, want] of cases) {
+    assert.equal(compactFromEnv(value === undefined ? {} : { GAIGEL_COMPACT: value }), want, `GAIGEL_COMPACT=${JSON.stringify(value)}`);
+  }
+});
+
+test("GAIGEL_COMPACT=0 joins plain unless config.compact says otherwise", async () => {
+  assert.equal((await playOneDecision(false, undefined, "0")).join?.compact, false);
+  assert.equal((await playOneDecision(false, undefined, "1")).join?.compact, true);
+  assert.equal((await playOneDecision(true, true, "0")).join?.compact, true); // config wins
+  assert.equal((await playOneDecision(false, false, "1")).join?.compact, false);
 });

@@ -47,12 +47,20 @@ struct Options {
   // Compact mode (Join.compact): the server sends HandStart and Events inside the next
   // DecisionRequest instead of on their own, one message per decision. Run unfolds them,
   // so OnHandStart, OnEvent and Decide are called in the same order either way; a server
-  // without compact mode ignores it. false turns it off.
+  // without compact mode ignores it. false turns it off. OptionsFromEnv also turns it off
+  // when GAIGEL_COMPACT says so; set it after OptionsFromEnv to overrule the variable.
   bool compact = true;
 };
 
-// Fills unset options from the environment (GAIGEL_SERVER, GAIGEL_TOKEN, GAIGEL_BOT_NAME).
+// Fills unset options from the environment (GAIGEL_SERVER, GAIGEL_TOKEN, GAIGEL_BOT_NAME),
+// and turns compact off when CompactFromEnv(getenv("GAIGEL_COMPACT")) is false (a
+// base.compact of false stays false).
 Options OptionsFromEnv(Options base = {});
+
+// Whether a GAIGEL_COMPACT value (nullptr: unset) asks for compact mode: yes unless it is
+// 0, false, no or off (any case, spaces around ignored), as in the Python SDK; an unknown
+// value means compact.
+bool CompactFromEnv(const char* value);
 
 // Plays until `matches` matches are done or the server ends the session.
 // Returns 0 on success, 1 on a server error or when the server stayed unreachable.

@@ -22,11 +22,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
 import java.util.logging.Logger;
 
 /**
@@ -53,7 +56,8 @@ public final class GaigelClient {
      * (Join.compact): the server sends HandStart and Events inside the next DecisionRequest
      * instead of on their own, one message per decision. The client unfolds them, so
      * {@code onHandStart}, {@code onEvent} and {@code decide} are called in the same order
-     * either way; a server without compact mode ignores it.
+     * either way; a server without compact mode ignores it. {@link #fromEnv} takes it from
+     * GAIGEL_COMPACT ({@link #compactFromEnv}); {@code withCompact} on its result overrules that.
      */
     public record Config(
             String server,
@@ -78,28 +82,45 @@ public final class GaigelClient {
 
         /**
          * Reads GAIGEL_SERVER (default 127.0.0.1:50051), GAIGEL_TOKEN (required),
-         * GAIGEL_BOT_NAME (default {@code defaultName}) and GAIGEL_MATCHES (stop after that
-         * many matches; unset or 0: until the server ends the session).
+         * GAIGEL_BOT_NAME (default {@code defaultName}), GAIGEL_MATCHES (stop after that
+         * many matches; unset or 0: until the server ends the session) and GAIGEL_COMPACT
+         * (see {@link #compactFromEnv}).
          */
         public static Config fromEnv(String defaultName) {
-            String token = env("GAIGEL_TOKEN", null);
+            return fromEnv(defaultName, System::getenv);
+        }
+
+        /** {@link #fromEnv(String)} with {@code getenv} for the environment. */
+        static Config fromEnv(String defaultName, UnaryOperator<String> getenv) {
+            UnaryOperator<String> env = key -> {
+                String v = getenv.apply(key);
+                return v == null || v.isEmpty() ? null : v;
+            };
+            String token = env.apply("GAIGEL_TOKEN");
             if (token == null) {
                 throw new GaigelException(
                         "no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered");
             }
             int matches;
             try {
-                matches = Integer.parseInt(env("GAIGEL_MATCHES", "0"));
+                matches = Integer.parseInt(Objects.requireNonNullElse(env.apply("GAIGEL_MATCHES"), "0"));
             } catch (NumberFormatException e) {
-                throw new GaigelException("GAIGEL_MATCHES must be a number, got " + System.getenv("GAIGEL_MATCHES"));
+                throw new GaigelException("GAIGEL_MATCHES must be a number, got " + getenv.apply("GAIGEL_MATCHES"));
             }
-            return new Config(env("GAIGEL_SERVER", DEFAULT_SERVER), token, env("GAIGEL_BOT_NAME", defaultName),
-                    Math.max(0, matches), Duration.ofSeconds(30), Duration.ofMillis(100), Duration.ofSeconds(5));
+            return new Config(Objects.requireNonNullElse(env.apply("GAIGEL_SERVER"), DEFAULT_SERVER), token,
+                    Objects.requireNonNullElse(env.apply("GAIGEL_BOT_NAME"), defaultName), Math.max(0, matches),
+                    Duration.ofSeconds(30), Duration.ofMillis(100), Duration.ofSeconds(5),
+                    compactFromEnv(getenv.apply("GAIGEL_COMPACT")));
         }
 
-        private static String env(String key, String fallback) {
-            String v = System.getenv(key);
-            return v == null || v.isEmpty() ? fallback : v;
+        /**
+         * Whether a GAIGEL_COMPACT value ({@code null}: unset) asks for compact mode: yes unless
+         * it is 0, false, no or off (any case, spaces around ignored), as in the Python SDK; an
+         * unknown value means compact.
+         */
+        public static boolean compactFromEnv(String value) {
+            String v = value == null ? "1" : value.strip().toLowerCase(Locale.ROOT);
+            return !Set.of("0", "false", "no", "off").contains(v);
         }
     }
 

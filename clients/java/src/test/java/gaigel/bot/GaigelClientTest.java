@@ -1,7 +1,9 @@
 package gaigel.bot;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import gaigel.v1.DecisionRequest;
 import gaigel.v1.Join;
@@ -11,6 +13,7 @@ import gaigel.v1.PlayRequest;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 class GaigelClientTest {
@@ -63,5 +66,26 @@ class GaigelClientTest {
         }
         PlayRequest join = PlayRequest.newBuilder().setJoin(Join.newBuilder().setBotName("me").setProtocolVersion(1)).build();
         assertEquals(join, PlayRequest.parseFrom(join.toByteArray()));
+    }
+
+    @Test
+    void gaigelCompactIsReadAsInThePythonSdk() {
+        for (String v : new String[] {null, "", "1", "true", "yes", "on", "maybe", "2"}) {
+            assertTrue(GaigelClient.Config.compactFromEnv(v), "GAIGEL_COMPACT=" + v + " should mean compact");
+        }
+        for (String v : new String[] {"0", "false", "no", "off", "FALSE", " Off\n", "No"}) {
+            assertFalse(GaigelClient.Config.compactFromEnv(v), "GAIGEL_COMPACT=" + v + " should mean plain");
+        }
+    }
+
+    @Test
+    void fromEnvReadsGaigelCompactAndWithCompactOverrulesIt() {
+        Map<String, String> env = Map.of("GAIGEL_TOKEN", "tok", "GAIGEL_COMPACT", "off");
+        GaigelClient.Config plain = GaigelClient.Config.fromEnv("me", env::get);
+        assertFalse(plain.compact());
+        assertTrue(plain.withCompact(true).compact());
+        assertTrue(GaigelClient.Config.fromEnv("me", Map.of("GAIGEL_TOKEN", "tok")::get).compact());
+        assertEquals("me", plain.name());
+        assertEquals(GaigelClient.DEFAULT_SERVER, plain.server());
     }
 }
