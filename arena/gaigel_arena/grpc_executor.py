@@ -253,9 +253,7 @@ class Presence:
 class GrpcExecutor:
     """Plays matches through a local match server with bot processes started once per run."""
 
-    def __init__(
-        self, config: ArenaConfig, workers: int, *, skip_bots: Iterable[str] = (), warn: bool = True
-    ) -> None:
+    def __init__(self, config: ArenaConfig, workers: int, *, skip_bots: Iterable[str] = (), warn: bool = True) -> None:
         """Starts the server and the bot processes for *workers* concurrent matches.
 
         *skip_bots* are not started (a table worker whose node lacks their command fails their
