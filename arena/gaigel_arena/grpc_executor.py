@@ -1,7 +1,9 @@
 """The gRPC executor: matches played through a local gaigel match server.
 
 One server (``gaigel_server.server.create_server`` on ``127.0.0.1:0``) runs on an
-asyncio loop in a background thread of the runner process. Every bot gets a token, and
+asyncio loop in a background thread of its process: a table worker
+(:mod:`gaigel_arena.workers`, one match at a time) or, for an arena with remote bots, the
+runner process. Every bot gets a token, and
 enough bot processes are started once, for the whole run, to fill every seat of
 ``workers`` concurrent matches:
 
@@ -10,7 +12,8 @@ enough bot processes are started once, for the whole run, to fill every seat of
 * ``house`` bots run as ``gaigel bot NAME`` (the Python client SDK), so mixed tables work.
 
 :meth:`GrpcExecutor.submit` creates the match through the MatchService (admin token,
-``request_id`` = the arena match id and a per-attempt suffix), waits until it has ended, fetches the match record
+``request_id`` = the arena match id and a per-attempt suffix), waits until it has ended (the
+lobby's ``on_ended`` hook resolves a future: no polling), fetches the match record
 and returns the result; a server-side failure raises, so the runner replays the match
 (void). A bot process that exits is restarted; matches it was seated in end under the
 server's disconnect policy: after ``[clock] resume_grace_ms`` without a Resume its side
@@ -750,6 +753,24 @@ class GrpcExecutor:
     async def _outcome(self, job: MatchJob) -> MatchOutcome:
         outcome, _ = await self._play(job)
         return outcome
+
+    def wait_for_bots(self, timeout: float) -> bool:
+        """Waits until every bot process started for the run has joined (a table worker reports ready
+        then); False if some have not within *timeout* seconds (their matches wait for them)."""
+
+        async def joined() -> bool:
+            want: dict[str, int] = {}
+            for name, _ in self._procs:
+                want[name] = want.get(name, 0) + 1
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                sessions = self._server.lobby.sessions
+                if all(len([x for x in sessions.get(b, ()) if x.connected]) >= n for b, n in want.items()):
+                    return True
+                await asyncio.sleep(_POLL_S)
+            return False
+
+        return asyncio.run_coroutine_threadsafe(joined(), self._loop).result()
 
     def play(self, job: MatchJob, write_record: bool = True) -> tuple[MatchOutcome, dict[str, Any] | None]:
         """Plays *job* and waits for it (a table worker's call): its outcome and its record (None for a

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -59,6 +60,8 @@ log = structlog.get_logger("gaigel_arena")
 START_TIMEOUT_S = 120.0
 """How long a worker may take to start its server and bots (podman images may be built first)."""
 STOP_TIMEOUT_S = 15.0
+PROFILE_ENV = "GAIGEL_WORKER_PROFILE"
+"""A folder: each table worker writes a cProfile of its server's thread there (``bench/arena.py --profile``)."""
 
 
 class BotMissingError(RuntimeError):
@@ -125,11 +128,33 @@ class TableWorker:
         self._executor: GrpcExecutor | None = None
         try:
             self._executor = GrpcExecutor(config, 1, skip_bots=self.missing, warn=False)
+            self._executor.wait_for_bots(START_TIMEOUT_S / 2)
         except (ValueError, OSError) as e:
             if not tolerant:
                 raise
             self.error = f"{where}: {e}"
             log.error("worker_unusable", where=where, message=str(e))
+        self._profile: Any = None
+        folder = os.environ.get(PROFILE_ENV)
+        if folder and self._executor is not None:  # the server's thread: where a worker's CPU goes
+            import cProfile
+
+            self._profile = cProfile.Profile()
+            self._profile_path = Path(folder) / f"worker-{os.getpid()}.prof"
+            self._executor._loop.call_soon_threadsafe(self._profile.enable)
+        self._cpu_ready = _cpu_self()  # what start-up cost is left out of the per-decision figures
+        self._bots_cpu_ready = self._bots_cpu()
+        self._bots_cpu_seen: dict[int, float] = {}
+
+    def _bots_cpu(self) -> float:
+        """CPU seconds the running bot processes have used so far (from /proc; 0 where it cannot be read)."""
+        executor = self._executor
+        if executor is None:
+            return 0.0
+        total = 0.0
+        for proc in [*executor._procs.values(), *executor._match_procs.values()]:
+            total += _cpu_of(proc.pid)
+        return total
 
     def play(self, job: MatchJob, write_record: bool) -> tuple[MatchOutcome, dict[str, Any] | None]:
         """Plays *job*; the record (written to ``job.record_path`` if *write_record*) names this worker.
@@ -143,6 +168,8 @@ class TableWorker:
         if missing:
             raise BotMissingError("; ".join(self.missing[name] for name in missing))
         outcome, record = self._executor.play(job, write_record=False)
+        for proc in self._executor._match_procs.values():  # one-match processes end with their match
+            self._bots_cpu_seen[proc.pid] = _cpu_of(proc.pid)
         self.matches += 1
         if record is not None:
             record["played_by"] = self.where
@@ -154,19 +181,45 @@ class TableWorker:
         return outcome, record
 
     def close(self) -> dict[str, Any]:
-        """Stops the server and the bots; what this worker spent (CPU seconds of the worker and of its bots)."""
+        """Stops the server and the bots; what this worker spent: CPU seconds of the worker process
+        (its server) and of its bots' processes, from when it was ready (start-up left out)."""
+        bots_playing = self._bots_cpu() - self._bots_cpu_ready + sum(self._bots_cpu_seen.values())
+        worker_playing = _cpu_self() - self._cpu_ready
+        if self._profile is not None and self._executor is not None:
+            stopped = threading.Event()
+            profile = self._profile
+
+            def stop() -> None:
+                profile.disable()
+                stopped.set()
+
+            self._executor._loop.call_soon_threadsafe(stop)
+            if stopped.wait(10):
+                self._profile.dump_stats(self._profile_path)
         if self._executor is not None:
             self._executor.shutdown()
             self._executor = None
-        me = resource.getrusage(resource.RUSAGE_SELF)
-        bots = resource.getrusage(resource.RUSAGE_CHILDREN)  # the bot processes, waited for at shutdown
         return {
             "where": self.where,
             "matches": self.matches,
             "decisions": self.decisions,
-            "worker_cpu_s": round(me.ru_utime + me.ru_stime, 3),
-            "bots_cpu_s": round(bots.ru_utime + bots.ru_stime, 3),
+            "worker_cpu_s": round(worker_playing, 3),
+            "bots_cpu_s": round(bots_playing, 3),
         }
+
+
+def _cpu_self() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
+
+
+def _cpu_of(pid: int) -> float:
+    """User + system CPU seconds of process *pid* and its waited-for children (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def worker_logging(**context: Any) -> None:
