@@ -91,13 +91,13 @@ def play_ray_task(job: MatchJob) -> tuple[str, MatchOutcome, dict[str, Any] | No
 class RayTableWorker:
     """The Ray actor of an arena with command bots: a :class:`~gaigel_arena.workers.TableWorker` on its node."""
 
-    def __init__(self, config: ArenaConfig) -> None:
+    def __init__(self, config: ArenaConfig, log_level: int = logging.INFO) -> None:
         import ray as ray_module
 
         from gaigel_arena.workers import TableWorker, worker_logging
 
         ray: Any = ray_module  # partly typed; used through Any
-        worker_logging(ray_actor=os.getpid())
+        worker_logging(log_level, ray_actor=os.getpid())
 
         self.node = str(ray.get_runtime_context().get_node_id())
         where = f"Ray node {self.node[:12]} ({ray.util.get_node_ip_address()}, pid {os.getpid()})"
@@ -199,7 +199,10 @@ class RayExecutor:
         """One table-worker actor per CPU of the cluster (each holds one CPU while the arena runs)."""
         ray = self._ray
         actor_class = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RayTableWorker)
-        self._actors = [actor_class.remote(config) for _ in range(self.workers)]
+        from gaigel_arena.workers import runner_log_level
+
+        level = runner_log_level()
+        self._actors = [actor_class.remote(config, level) for _ in range(self.workers)]
         started = time.monotonic()
         nodes = ray.get([a.node_id.remote() for a in self._actors], timeout=ACTOR_START_TIMEOUT_S)
         self.actor_nodes = dict(enumerate(nodes))

@@ -86,7 +86,7 @@ def missing_bots(config: ArenaConfig, where: str) -> dict[str, str]:
         try:
             kind = sandbox.resolve_sandbox(bot.sandbox or config.sandbox.default, has_image, podman)
         except sandbox.SandboxError as e:
-            out[bot.name] = f"bot {bot.name!r} cannot run on {where}: {e}"
+            out[bot.name] = f"bot {bot.name!r}: {e} (on {where})"
             continue
         if kind == "podman":
             if bot.build and not os.path.isfile(os.path.join(bot.build, "Dockerfile")):
@@ -222,9 +222,16 @@ def _cpu_of(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def worker_logging(**context: Any) -> None:
-    """A worker's logs: warnings and errors as JSON lines on stderr, tagged with *context*; the
-    per-decision debug and per-match info lines of its server would cost it CPU for every decision."""
+def runner_log_level() -> int:
+    """The runner's log level for its workers: what ``--log-level`` set, INFO where logging was not
+    configured (a library call: the server's per-decision debug lines would cost every decision)."""
+    level = int(structlog.get_logger().bind().get_effective_level())
+    return level if level > logging.NOTSET else logging.INFO
+
+
+def worker_logging(level: int, **context: Any) -> None:
+    """A worker's logs: JSON lines on stderr from *level* up, tagged with *context* (its server's
+    ``match_end`` lines, its bots' faults and restarts, as in the runner's log before)."""
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -232,7 +239,7 @@ def worker_logging(**context: Any) -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.JSONRenderer(),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
@@ -242,13 +249,15 @@ def worker_logging(**context: Any) -> None:
 # --- worker processes on this machine ------------------------------------------------------
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, config: ArenaConfig, index: int, parent: int) -> None:
+def _worker_main(
+    conn: multiprocessing.connection.Connection, config: ArenaConfig, index: int, parent: int, log_level: int
+) -> None:
     """A worker process: start a :class:`TableWorker`, then play the jobs that come over *conn*."""
     from gaigel_arena.executors import _die_with_parent
 
     _die_with_parent(parent)  # dies with the runner, even after kill -9; ignores Ctrl-C (the runner's)
     os.dup2(2, 1)  # nothing may print onto the runner's stdout (e.g. its --json report)
-    worker_logging(worker=index)
+    worker_logging(log_level, worker=index)
 
     def stop(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -302,6 +311,7 @@ class WorkerExecutor:
         if missing:  # fail fast, before any worker starts
             raise ValueError("; ".join(missing.values()))
         self._config = _prebuilt(config)
+        self._log_level = runner_log_level()
         self._context = multiprocessing.get_context("spawn")  # no fork of a process with gRPC threads
         self._lock = threading.Lock()
         self._queue: collections.deque[tuple[MatchJob, concurrent.futures.Future[MatchOutcome]]] = collections.deque()
@@ -334,7 +344,9 @@ class WorkerExecutor:
     def _launch(self, index: int) -> _Slot:
         mine, theirs = self._context.Pipe()
         process = self._context.Process(
-            target=_worker_main, args=(theirs, self._config, index, os.getpid()), name=f"gaigel-table-worker-{index}"
+            target=_worker_main,
+            args=(theirs, self._config, index, os.getpid(), self._log_level),
+            name=f"gaigel-table-worker-{index}",
         )
         process.start()
         theirs.close()  # only the worker holds its end: its death is an EOF here
