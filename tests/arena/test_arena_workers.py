@@ -106,14 +106,21 @@ class _KillOnce:
         self.inner = inner
         self.workers = inner.workers
         self.killed: list[tuple[str, int]] = []
+        self.armed = False
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
         future = self.inner.submit(job)
-        if not self.killed:
+        if not self.killed and not self.armed:
+            self.armed = True
             pid = self.inner.playing()[job.match_id]  # dispatched at once: the workers are idle
-            threading.Timer(0.3, os.kill, (pid, signal.SIGKILL)).start()
-            self.killed.append((job.match_id, pid))
+            threading.Timer(0.3, self._kill, (pid,)).start()
         return future
+
+    def _kill(self, pid: int) -> None:
+        """Kills worker *pid*, noting the match it is playing at that moment."""
+        match_id = {p: m for m, p in self.inner.playing().items()}.get(pid, "")
+        os.kill(pid, signal.SIGKILL)
+        self.killed.append((match_id, pid))
 
     def shutdown(self) -> None:
         self.inner.shutdown()
