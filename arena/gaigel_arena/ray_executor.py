@@ -107,6 +107,10 @@ class RayTableWorker:
         """The Ray node id of this actor."""
         return self.node
 
+    def pid(self) -> int:
+        """The process id of this actor (its server and bots die with it)."""
+        return os.getpid()
+
     def play(self, job: MatchJob) -> tuple[str, MatchOutcome | None, dict[str, Any] | None, tuple[str, str] | None]:
         """The engine version here, and the outcome and unwritten record, or the void error's (type, message)."""
         try:
@@ -186,6 +190,8 @@ class RayExecutor:
         self._closing = False
         self.actor_nodes: dict[int, str] = {}
         """The node id of each table-worker actor (by its index), as it started."""
+        self.actor_pids: dict[int, int] = {}
+        """The process id of each table-worker actor as it started (Ray restarts a dead one elsewhere)."""
         self.worker_stats: list[dict[str, Any]] = []
         log.info("ray_connected", address=self.address, cpus=cpus, started_cluster=self._owns)
         if self._actors_mode:
@@ -206,6 +212,7 @@ class RayExecutor:
         started = time.monotonic()
         nodes = ray.get([a.node_id.remote() for a in self._actors], timeout=ACTOR_START_TIMEOUT_S)
         self.actor_nodes = dict(enumerate(nodes))
+        self.actor_pids = dict(enumerate(ray.get([a.pid.remote() for a in self._actors], timeout=60)))
         self._idle = list(range(len(self._actors)))
         log.info(
             "ray_table_workers_started",

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -211,6 +212,8 @@ def _stop_cluster(temp_dir: str) -> None:
 @dataclasses.dataclass(frozen=True)
 class TwoNodes:
     address: str
+    env: dict[str, str]
+    """The environment of a driver: this cluster's token (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``)."""
     nodes: dict[str, str]
     """Node id -> ``node_a`` or ``node_b`` (the custom resource each ``ray start`` gave it)."""
 
@@ -234,10 +237,13 @@ def two_nodes() -> Iterator[TwoNodes]:
     bot.write_text(f"#!/bin/sh\nexec {sys.executable} -m gaigel.cli bot first\n")
     bot.chmod(0o755)
     port = _free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # A token of its own, stated: whether `ray start` turns authentication on by itself depends on
+    # files in ~/.ray that this test neither reads nor writes.
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **token}
     common = ["--num-cpus=1", f"--temp-dir={temp_dir}", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     try:
-        subprocess.run(
+        _ray_start(
             [
                 str(ray_cli),
                 "start",
@@ -248,18 +254,9 @@ def two_nodes() -> Iterator[TwoNodes]:
                 '--resources={"node_a": 1}',
                 *common,
             ],
-            env={**env, "PATH": f"{only_a}{os.pathsep}{env.get('PATH', '')}"},
-            check=True,
-            capture_output=True,
-            timeout=180,
+            {**env, "PATH": f"{only_a}{os.pathsep}{env.get('PATH', '')}"},
         )
-        subprocess.run(
-            [str(ray_cli), "start", f"--address=127.0.0.1:{port}", '--resources={"node_b": 1}', *common],
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
+        _ray_start([str(ray_cli), "start", f"--address=127.0.0.1:{port}", '--resources={"node_b": 1}', *common], env)
         address = f"127.0.0.1:{port}"
         listing = subprocess.run(
             [sys.executable, "-c", _NODES_SCRIPT, address],
@@ -271,11 +268,16 @@ def two_nodes() -> Iterator[TwoNodes]:
         )
         nodes = json.loads(listing.stdout.strip().splitlines()[-1])
         assert sorted(nodes.values()) == ["node_a", "node_b"]
-        yield TwoNodes(address, nodes)
+        yield TwoNodes(address, env, nodes)
     finally:
         _stop_cluster(temp_dir)
         assert not _cluster_pids(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _ray_start(command: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
 
 _NODES_SCRIPT = """
@@ -309,6 +311,28 @@ for future in futures:
         out.append([type(e).__name__, str(e)])
 pool.shutdown()
 print(json.dumps({"actor_nodes": sorted(pool.actor_nodes.values()), "results": out}))
+"""
+
+
+_KILL_SCRIPT = """
+import json, os, signal, sys, threading
+from pathlib import Path
+from gaigel_arena.config import parse_config
+from gaigel_arena.metrics import ArenaMetrics
+from gaigel_arena.ray_executor import RayExecutor
+from gaigel_arena.runner import run_arena
+config = parse_config(json.loads(sys.argv[2]))
+pools = []
+def factory(c, w):
+    pools.append(RayExecutor(c, w, sys.argv[1]))
+    pid = pools[0].actor_pids[0]
+    # Both actors get a match at once; per_match bot processes take longer than this to start.
+    threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
+    return pools[0]
+metrics = ArenaMetrics(config.bot_names)
+summary = run_arena(config, Path(sys.argv[3]), executor_factory=factory, metrics=metrics, bootstrap_samples=0)
+voids = metrics.matches_total.labels(outcome="void")._value.get()
+print(json.dumps({"done": summary.done, "scheduled": summary.scheduled, "voids": voids, "killed": pools[0].actor_pids[0]}))
 """
 
 
@@ -348,6 +372,7 @@ class TestCommandBotsOnTwoNodes:
                 "--bootstrap",
                 "0",
             ],
+            env=two_nodes.env,
             capture_output=True,
             text=True,
             timeout=600,
@@ -364,6 +389,28 @@ class TestCommandBotsOnTwoNodes:
             theirs = json.loads((tmp_path / "local" / "records" / f"{match_id}.json").read_text())
             assert _moves(record) == _moves(theirs)
 
+    def test_killed_actor_voids_its_match_which_is_replayed(self, two_nodes: TwoNodes, tmp_path: Path) -> None:
+        """kill -9 of a table-worker actor's process mid-run: its match is void and replayed, Ray restarts
+        the actor, and the journal equals that of a local run (nothing lost or counted twice)."""
+        data = _command_bots_config("per_match")
+        run = subprocess.run(
+            [sys.executable, "-c", _KILL_SCRIPT, two_nodes.address, json.dumps(data), str(tmp_path / "ray")],
+            env=two_nodes.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        out = json.loads(run.stdout.strip().splitlines()[-1])
+        assert out["done"] == out["scheduled"] == 12
+        assert out["voids"] == 1
+        voids = [line for line in run.stdout.splitlines() if "match_void" in line]  # the runner logs to stdout here
+        assert len(voids) == 1 and "table-worker actor" in voids[0] and "the match is void and replayed" in voids[0]
+        played = [json.loads(f.read_text())["played_by"] for f in (tmp_path / "ray" / "records").glob("*.json")]
+        assert len(played) == 12
+        local = run_arena(parse_config(data), tmp_path / "local", workers=1, executor="grpc", bootstrap_samples=0)
+        assert _results(tmp_path / "ray" / "arena.sqlite") == _results(local.db_path)
+
     def test_command_missing_on_a_node_voids_the_match_with_the_reason(
         self, two_nodes: TwoNodes, tmp_path: Path
     ) -> None:
@@ -375,6 +422,7 @@ class TestCommandBotsOnTwoNodes:
         (tmp_path / "records").mkdir()
         run = subprocess.run(
             [sys.executable, "-c", _MISSING_SCRIPT, two_nodes.address, json.dumps(data), str(tmp_path / "records")],
+            env=two_nodes.env,
             capture_output=True,
             text=True,
             timeout=600,
