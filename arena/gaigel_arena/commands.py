@@ -218,7 +218,10 @@ def register(subparsers: Any) -> None:
         "--workers",
         type=positive_int,
         metavar="N",
-        help="worker processes (default: [arena] workers, else one per core)",
+        help=(
+            "matches at a time: worker processes (local), table workers each with a match server and "
+            "bot processes (grpc) (default: [arena] workers, else one per core)"
+        ),
     )
     r.add_argument(
         "--executor",

@@ -9,11 +9,14 @@ match is not an exception: the match ends as a forfeit and the forfeit is rated.
 * :class:`LocalExecutor` plays in worker processes, one per core by default, with
   in-process house bots through :func:`gaigel.match.play_match`.
 * :class:`InlineExecutor` plays in the calling process (tests, debugging).
-* :class:`gaigel_arena.grpc_executor.GrpcExecutor` plays through a local match server
-  so ``command`` bots (processes that connect over gRPC) can take part; it starts the
-  server and the bot processes once per run and lets them play many matches.
-* :class:`gaigel_arena.ray_executor.RayExecutor` plays house-bot matches as Ray tasks on
-  a Ray cluster (the optional ``ray`` extra); the journal stays with the runner.
+* :class:`gaigel_arena.workers.WorkerExecutor` (``grpc``) plays on table worker
+  processes, each with a match server of its own
+  (:class:`gaigel_arena.grpc_executor.GrpcExecutor`) and its bots' processes, so
+  ``command`` bots (processes that connect over gRPC) can take part; an arena with
+  ``remote`` bots plays on one such server in the runner process instead.
+* :class:`gaigel_arena.ray_executor.RayExecutor` plays on a Ray cluster (the optional
+  ``ray`` extra): house-bot matches as Ray tasks, command-bot matches on table workers
+  as Ray actors; the journal stays with the runner.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The gRPC executor: matches played through a local gaigel match server.
 
 One server (``gaigel_server.server.create_server`` on ``127.0.0.1:0``) runs on an
-asyncio loop in a background thread of the runner process. Every bot gets a token, and
+asyncio loop in a background thread of its process: a table worker
+(:mod:`gaigel_arena.workers`, one match at a time) or, for an arena with remote bots, the
+runner process. Every bot gets a token, and
 enough bot processes are started once, for the whole run, to fill every seat of
 ``workers`` concurrent matches:
 
@@ -10,7 +12,8 @@ enough bot processes are started once, for the whole run, to fill every seat of
 * ``house`` bots run as ``gaigel bot NAME`` (the Python client SDK), so mixed tables work.
 
 :meth:`GrpcExecutor.submit` creates the match through the MatchService (admin token,
-``request_id`` = the arena match id and a per-attempt suffix), waits until it has ended, fetches the match record
+``request_id`` = the arena match id and a per-attempt suffix), waits until it has ended (the
+lobby's ``on_ended`` hook resolves a future: no polling), fetches the match record
 and returns the result; a server-side failure raises, so the runner replays the match
 (void). A bot process that exits is restarted; matches it was seated in end under the
 server's disconnect policy: after ``[clock] resume_grace_ms`` without a Resume its side
@@ -82,6 +85,8 @@ _PRESENCE_WRITE_S = 2.0
 log = structlog.get_logger("gaigel_arena")
 
 _POLL_S = 0.02
+_CHECK_S = 0.25
+"""While a match runs: how often its waiter looks for a failed bot, an absent remote bot, a gone process."""
 _RESTART_CHECK_S = 0.2
 MAX_RESTARTS = 10
 """A bot whose processes exit this many times within :data:`RESTART_WINDOW_S` stops the arena."""
@@ -251,7 +256,12 @@ class Presence:
 class GrpcExecutor:
     """Plays matches through a local match server with bot processes started once per run."""
 
-    def __init__(self, config: ArenaConfig, workers: int) -> None:
+    def __init__(self, config: ArenaConfig, workers: int, *, skip_bots: Iterable[str] = (), warn: bool = True) -> None:
+        """Starts the server and the bot processes for *workers* concurrent matches.
+
+        *skip_bots* are not started (a table worker whose node lacks their command fails their
+        matches itself); *warn* logs the duplicate-memory warning (the runner's, once per run).
+        """
         from gaigel_server.clock import Clock
         from gaigel_server.server import ServerConfig
 
@@ -296,6 +306,8 @@ class GrpcExecutor:
         self._bot_of: dict[str, str] = {}
         """Process name (a bot's name, or a one-match alias) -> the configured bot."""
         self._alias_tokens: dict[str, str] = {}
+        self._ended: dict[str, asyncio.Future[None]] = {}
+        """Server match id -> resolved when that match ends (the lobby's on_ended hook)."""
         self.bot_faults: list[dict[str, Any]] = []
         """Every bot process that ended: bot, instance, reason code, message, monotonic time ``at``."""
         self.port: int = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
@@ -303,13 +315,15 @@ class GrpcExecutor:
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self._match_procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         """One-match processes (``bot_processes = "per_match"``) by (alias, seat)."""
+        skip = set(skip_bots)
         for bot in config.bots:
-            if bot.kind == "remote" or (self._per_match and bot.kind == "command"):
+            if bot.kind == "remote" or (self._per_match and bot.kind == "command") or bot.name in skip:
                 continue  # house bots are the project's own code: their processes may play on
             for k in range(workers * seats_per_side):
                 self._spawn(bot, k)
         self._monitor = asyncio.run_coroutine_threadsafe(self._watch_bots(), self._loop)
-        self._warn_about_memory()
+        if warn:
+            self._warn_about_memory()
 
     def _warn_about_memory(self) -> None:
         """Says which bots can carry what they saw from one seating of a duplicate set to the next."""
@@ -353,9 +367,20 @@ class GrpcExecutor:
 
         from gaigel_api.v1 import match_service_pb2_grpc
         from gaigel_server.server import create_server
+        from gaigel_server.table import TableHooks
 
         listen = self._config.listen
         self._server, published = create_server(listen or "127.0.0.1:0", self._server_config)
+        lobby = self._server.lobby
+        hooks = lobby.hooks
+
+        def on_ended(table: Any) -> None:  # match ends come as a call, not by polling GetMatch
+            hooks.on_ended(table)
+            waiter = self._ended.pop(table.match_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+        lobby.hooks = TableHooks(hooks.metrics, hooks.save_record, on_ended)  # tables take it when created
         # The arena's own bots and stub use a loopback port without TLS; only remote bots use the published one.
         port = self._server.grpc.add_insecure_port("127.0.0.1:0") if listen else published
         if self._socket_dir:  # for podman bots, which have no network
@@ -584,20 +609,21 @@ class GrpcExecutor:
         if containers:
             await asyncio.to_thread(sandbox.remove_containers, containers)
 
-    async def _play(self, job: MatchJob) -> MatchOutcome:
+    async def _play(self, job: MatchJob, write_record: bool = True) -> tuple[MatchOutcome, dict[str, Any] | None]:
+        """Plays *job*: its outcome and its record (written to ``job.record_path`` if *write_record*)."""
         if self._failed:
             raise RuntimeError(self._failed)
         started = time.perf_counter()
         absent = await self._wait_for_remote(job)
         if absent:
-            return self._absent_outcome(job, absent, started)
+            return self._absent_outcome(job, absent, started), None
         metadata = (("authorization", f"Bearer {self._admin}"),)
         procs: list[tuple[str, int]] = []
         aliases: dict[str, str] = {}
         try:
             if self._per_match:
                 await self._register_aliases(job, metadata, aliases, procs)
-            return await self._play_on_server(job, metadata, aliases, procs, started)
+            return await self._play_on_server(job, metadata, aliases, procs, started, write_record)
         finally:
             if self._per_match:
                 await self._stop_match_procs(procs)
@@ -610,8 +636,10 @@ class GrpcExecutor:
         aliases: dict[str, str],
         procs: list[tuple[str, int]],
         started: float,
-    ) -> MatchOutcome:
+        write_record: bool,
+    ) -> tuple[MatchOutcome, dict[str, Any] | None]:
         from gaigel_api.v1 import match_service_pb2 as ms
+        from gaigel_server.table import ENDED, WAITING
 
         by_name = {name: alias for alias, name in aliases.items()}
         rules = job.ruleset.to_dict()
@@ -638,23 +666,34 @@ class GrpcExecutor:
             metadata=metadata,
         )
         server_id = created.match.match_id
-        while True:
-            got = await self._stub.GetMatch(ms.GetMatchRequest(match_id=server_id), metadata=metadata)
-            if got.match.state == ms.MATCH_STATE_ENDED:
-                break
-            if self._failed:
-                raise RuntimeError(self._failed)
-            if got.match.state == ms.MATCH_STATE_WAITING and self._remote:
-                absent, expired = self._absent(set(job.seats))
-                if expired and self._cancel_waiting(server_id):
-                    return self._absent_outcome(job, absent, started)
-            gone = [(key, p) for key in procs if (p := self._match_procs.get(key)) and p.poll() is not None]
-            if gone and got.match.state == ms.MATCH_STATE_WAITING and self._cancel_waiting(server_id):
-                (alias, _), proc = gone[0]
-                raise RuntimeError(
-                    f"bot {aliases[alias]!r} exited (code {proc.returncode}) before it joined match {job.match_id}"
-                )
-            await asyncio.sleep(_POLL_S)
+        table = self._server.lobby.tables.get(server_id)
+        ended: asyncio.Future[None] = self._loop.create_future()
+        if table is None or table.state == ENDED:
+            ended.set_result(None)
+        else:
+            self._ended[server_id] = ended  # no await since the check: the end cannot slip in between
+        try:
+            while True:
+                # The end arrives through the lobby's on_ended hook; the tick only looks for what
+                # ends no match by itself: a failed bot, an absent remote bot, a process gone before it joined.
+                await asyncio.wait({ended}, timeout=_CHECK_S)
+                if ended.done():
+                    break
+                if self._failed:
+                    raise RuntimeError(self._failed)
+                waiting = table is not None and table.state == WAITING
+                if waiting and self._remote:
+                    absent, expired = self._absent(set(job.seats))
+                    if expired and self._cancel_waiting(server_id):
+                        return self._absent_outcome(job, absent, started), None
+                gone = [(key, p) for key in procs if (p := self._match_procs.get(key)) and p.poll() is not None]
+                if gone and waiting and self._cancel_waiting(server_id):
+                    (alias, _), proc = gone[0]
+                    raise RuntimeError(
+                        f"bot {aliases[alias]!r} exited (code {proc.returncode}) before it joined match {job.match_id}"
+                    )
+        finally:
+            self._ended.pop(server_id, None)
         duration = time.perf_counter() - started
         reply = await self._stub.GetMatchRecord(ms.GetMatchRecordRequest(match_id=server_id), metadata=metadata)
         record = _rename(json.loads(reply.record_json), aliases)
@@ -672,9 +711,9 @@ class GrpcExecutor:
                 forfeit["reason"] = caused[-1]["reason"]  # the limit that killed the bot: why it did not resume
             result["forfeit"] = forfeit
             log.warning("match_forfeit", match_id=job.match_id, **forfeit)
-        if job.record_path is not None:
+        if job.record_path is not None and write_record:
             write_json_atomic(record, job.record_path)
-        return MatchOutcome(job.match_id, result, job.record_path, duration)
+        return MatchOutcome(job.match_id, result, job.record_path, duration), record
 
     def _cancel_waiting(self, server_id: str) -> bool:
         """Cancels a match still waiting for a seat's session; False if it has started meanwhile.
@@ -709,7 +748,37 @@ class GrpcExecutor:
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
         """Plays *job* on the server; the future raises for a void match."""
-        return asyncio.run_coroutine_threadsafe(self._play(job), self._loop)
+        return asyncio.run_coroutine_threadsafe(self._outcome(job), self._loop)
+
+    async def _outcome(self, job: MatchJob) -> MatchOutcome:
+        outcome, _ = await self._play(job)
+        return outcome
+
+    def wait_for_bots(self, timeout: float) -> bool:
+        """Waits until every bot process started for the run has joined (a table worker reports ready
+        then); False if some have not within *timeout* seconds (their matches wait for them)."""
+
+        async def joined() -> bool:
+            want: dict[str, int] = {}
+            for name, _ in self._procs:
+                want[name] = want.get(name, 0) + 1
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                sessions = self._server.lobby.sessions
+                if all(len([x for x in sessions.get(b, ()) if x.connected]) >= n for b, n in want.items()):
+                    return True
+                await asyncio.sleep(_POLL_S)
+            return False
+
+        return asyncio.run_coroutine_threadsafe(joined(), self._loop).result()
+
+    def play(self, job: MatchJob, write_record: bool = True) -> tuple[MatchOutcome, dict[str, Any] | None]:
+        """Plays *job* and waits for it (a table worker's call): its outcome and its record (None for a
+        match not played); the record is written to ``job.record_path`` only if *write_record*.
+
+        :raises Exception: for a void match.
+        """
+        return asyncio.run_coroutine_threadsafe(self._play(job, write_record), self._loop).result()
 
     def shutdown(self) -> None:
         """Stops the bots, the server and the loop thread."""

@@ -1,8 +1,8 @@
-"""The Ray executor: house-bot matches played as Ray tasks on a Ray cluster.
+"""The Ray executor: matches played on a Ray cluster; the journal stays with the runner.
 
 ``gaigel arena run CONFIG --executor ray --ray-address ADDR`` (or ``[arena] executor =
-"ray"`` with ``ray_address = "ADDR"``) plays every match as one Ray task, for arenas that
-outgrow one machine. *ADDR* is what :func:`ray.init` takes:
+"ray"`` with ``ray_address = "ADDR"``) plays the matches on the nodes of a Ray cluster,
+for arenas that outgrow one machine. *ADDR* is what :func:`ray.init` takes:
 
 * ``HOST:PORT``: the head node of a running cluster (``ray start --head`` prints it; the
   port is 6379 by default), the usual choice;
@@ -15,35 +15,41 @@ Without an address the ``RAY_ADDRESS`` environment variable is used, else ``loca
 Ray is already initialised in this process (a test, a notebook), that connection is used
 and left open. ``HOST:PORT`` and ``ray://`` addresses are checked with one TCP connection
 first (5 s), since :func:`ray.init` retries an unreachable address for minutes. Clusters
-started by ``ray start`` (Ray 2.5x) use token authentication: with an explicit address Ray
-only sends the token when ``RAY_AUTH_MODE=token`` is set (the token comes from
-``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``); ``auto`` finds it
-by itself.
+started by ``ray start`` with token authentication need ``RAY_AUTH_MODE=token`` for an
+explicit address (the token comes from ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+``~/.ray/auth_token``); ``auto`` finds it by itself.
 
-The task is :func:`gaigel_arena.executors.play_house_match`, the same function the local
-executor's worker processes run, so a seed plays the same match on either executor. The
-journal stays with the scheduler: only the runner process reads or writes it. The task
-returns the result *and the match record* to the scheduler, which writes the record into
-its own output folder before the runner fixes the match as done, so cluster nodes need
-no shared file system. Every node needs the same ``gaigel-arena`` installed (the task
-checks the engine version and fails the match as void when it differs).
+* **House bots only**: every match is one Ray task,
+  :func:`gaigel_arena.executors.play_house_match`, the function the local executor's
+  worker processes run, so a seed plays the same match on either executor. A task whose
+  worker or node dies is retried by Ray (matches are pure functions of their job).
+* **With command bots** (sandboxed or not): one :class:`RayTableWorker` actor per CPU of
+  the cluster, each a :class:`gaigel_arena.workers.TableWorker` (the table worker of
+  ``--executor grpc``: a match server and the bots' processes or containers) on its node,
+  one match at a time. The bot's command (or its podman image, or its ``build`` folder)
+  must exist on every node: an actor checks when it starts, and a match with a bot it
+  cannot run fails as void with a message naming the node, the bot and what is missing.
+  An actor that dies takes its match with it (void, replayed) and is restarted by Ray.
+* **Remote bots** connect by themselves to the server the runner publishes: use
+  ``--executor grpc``.
 
-A task whose worker or node dies is retried by Ray (matches are pure functions of their
-job); a task that raises comes back as a void game, which the runner replays.
-
-Only house bots: ``command`` and ``remote`` bots play over gRPC through the match server
-that the scheduler runs, so a match with them is bound to the machine of that server and
-its bot processes (use ``--executor grpc``).
+Either way the result *and the match record* come back to the scheduler, which writes the
+record into its own output folder before the runner fixes the match as done, so nodes need
+no shared file system. Every node needs the same ``gaigel-arena`` installed (the engine
+version is checked with every match; a difference fails the match as void). A task or
+match that fails comes back as a void game, which the runner replays.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,7 +60,7 @@ from gaigel.state import ENGINE_VERSION
 from gaigel_arena.config import ArenaConfig
 from gaigel_arena.executors import MatchJob, MatchOutcome, play_house_match
 
-__all__ = ["INSTALL_HINT", "RayConnectError", "RayExecutor", "play_ray_task"]
+__all__ = ["INSTALL_HINT", "RayConnectError", "RayExecutor", "RayTableWorker", "play_ray_task"]
 
 log = structlog.get_logger("gaigel_arena")
 
@@ -67,6 +73,9 @@ AUTH_HINT = (
 )
 TASK_RETRIES = 3
 """Ray's retries of a task whose worker process or node died (not of a task that raised)."""
+ACTOR_START_TIMEOUT_S = 300.0
+"""How long the table-worker actors may take to start (Ray workers, servers, bot processes, image builds)."""
+ACTOR_STOP_TIMEOUT_S = 20.0
 
 
 class RayConnectError(ConnectionError):
@@ -77,6 +86,42 @@ def play_ray_task(job: MatchJob) -> tuple[str, MatchOutcome, dict[str, Any] | No
     """The Ray task: the engine version of this node, the outcome and the unwritten record."""
     outcome, record = play_house_match(job)
     return ENGINE_VERSION, outcome, record
+
+
+class RayTableWorker:
+    """The Ray actor of an arena with command bots: a :class:`~gaigel_arena.workers.TableWorker` on its node."""
+
+    def __init__(self, config: ArenaConfig, log_level: int = logging.INFO) -> None:
+        import ray as ray_module
+
+        from gaigel_arena.workers import TableWorker, worker_logging
+
+        ray: Any = ray_module  # partly typed; used through Any
+        worker_logging(log_level, ray_actor=os.getpid())
+
+        self.node = str(ray.get_runtime_context().get_node_id())
+        where = f"Ray node {self.node[:12]} ({ray.util.get_node_ip_address()}, pid {os.getpid()})"
+        self.worker = TableWorker(config, where, tolerant=True)  # what cannot run here voids its matches
+
+    def node_id(self) -> str:
+        """The Ray node id of this actor."""
+        return self.node
+
+    def pid(self) -> int:
+        """The process id of this actor (its server and bots die with it)."""
+        return os.getpid()
+
+    def play(self, job: MatchJob) -> tuple[str, MatchOutcome | None, dict[str, Any] | None, tuple[str, str] | None]:
+        """The engine version here, and the outcome and unwritten record, or the void error's (type, message)."""
+        try:
+            outcome, record = self.worker.play(job, write_record=False)
+        except Exception as e:
+            return ENGINE_VERSION, None, None, (type(e).__name__, str(e))
+        return ENGINE_VERSION, outcome, record, None
+
+    def close(self) -> dict[str, Any]:
+        """Stops the server and the bots of this actor; what it spent."""
+        return self.worker.close()
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -110,16 +155,17 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 
 
 class RayExecutor:
-    """Plays house-bot matches as Ray tasks; futures resolve in the scheduler process."""
+    """Plays matches as Ray tasks (house bots) or on table-worker actors (command bots); futures
+    resolve in the scheduler process."""
 
     def __init__(self, config: ArenaConfig, workers: int, address: str | None = None) -> None:
-        others = [f"{b.name} ({b.kind})" for b in config.bots if b.kind != "house"]
-        if others:
+        remote = [b.name for b in config.bots if b.kind == "remote"]
+        if remote:
             raise ValueError(
-                f"the ray executor plays house bots only, not {', '.join(others)}: command and remote bots play "
-                "over gRPC through the match server in the scheduler process, so their matches cannot move to "
-                "other machines; use --executor grpc"
+                f"the ray executor cannot play remote bots ({', '.join(remote)}): they connect by themselves to "
+                "the match server the runner publishes, so their matches stay on this machine; use --executor grpc"
             )
+        self._actors_mode = any(b.kind == "command" for b in config.bots)
         try:
             import ray as ray_module
         except ImportError:
@@ -138,7 +184,42 @@ class RayExecutor:
         self._task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(play_ray_task)
         self._lock = threading.Lock()
         self._refs: dict[concurrent.futures.Future[MatchOutcome], Any] = {}
+        self._actors: list[Any] = []
+        self._idle: list[Any] = []
+        self._queue: collections.deque[tuple[MatchJob, concurrent.futures.Future[MatchOutcome]]] = collections.deque()
+        self._closing = False
+        self.actor_nodes: dict[int, str] = {}
+        """The node id of each table-worker actor (by its index), as it started."""
+        self.actor_pids: dict[int, int] = {}
+        """The process id of each table-worker actor as it started (Ray restarts a dead one elsewhere)."""
+        self.worker_stats: list[dict[str, Any]] = []
         log.info("ray_connected", address=self.address, cpus=cpus, started_cluster=self._owns)
+        if self._actors_mode:
+            try:
+                self._start_actors(config)
+            except BaseException:
+                self.shutdown()
+                raise
+
+    def _start_actors(self, config: ArenaConfig) -> None:
+        """One table-worker actor per CPU of the cluster (each holds one CPU while the arena runs)."""
+        ray = self._ray
+        actor_class = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(RayTableWorker)
+        from gaigel_arena.workers import runner_log_level
+
+        level = runner_log_level()
+        self._actors = [actor_class.remote(config, level) for _ in range(self.workers)]
+        started = time.monotonic()
+        nodes = ray.get([a.node_id.remote() for a in self._actors], timeout=ACTOR_START_TIMEOUT_S)
+        self.actor_nodes = dict(enumerate(nodes))
+        self.actor_pids = dict(enumerate(ray.get([a.pid.remote() for a in self._actors], timeout=60)))
+        self._idle = list(range(len(self._actors)))
+        log.info(
+            "ray_table_workers_started",
+            actors=len(self._actors),
+            nodes=len(set(nodes)),
+            seconds=round(time.monotonic() - started, 1),
+        )
 
     def _connect(self, workers: int) -> None:
         ray = self._ray
@@ -157,7 +238,13 @@ class RayExecutor:
         self._owns = True  # our connection (not the cluster): ray.shutdown() disconnects
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
-        """Starts *job* as a Ray task; its record is written here when the task is done."""
+        """Starts *job* (a Ray task, or the next idle table-worker actor); its record is written here."""
+        if self._actors_mode:
+            future: concurrent.futures.Future[MatchOutcome] = concurrent.futures.Future()
+            with self._lock:
+                self._queue.append((job, future))
+            self._dispatch()
+            return future
         ref = self._task.remote(job)
         out: concurrent.futures.Future[MatchOutcome] = concurrent.futures.Future()
         with self._lock:
@@ -185,11 +272,78 @@ class RayExecutor:
         ref.future().add_done_callback(finish)
         return out
 
-    def shutdown(self) -> None:
-        """Cancels the tasks still running and disconnects (stopping a cluster started for this run)."""
+    def _dispatch(self) -> None:
+        """Gives queued matches to idle actors, one match per actor."""
         with self._lock:
+            while self._idle and self._queue and not self._closing:
+                job, future = self._queue.popleft()
+                if not future.set_running_or_notify_cancel():
+                    continue
+                index = self._idle.pop()
+                ref = self._actors[index].play.remote(job)
+                self._refs[future] = ref
+                ref.future().add_done_callback(lambda done, i=index, j=job, f=future: self._finished(i, j, f, done))
+
+    def _finished(
+        self,
+        index: int,
+        job: MatchJob,
+        out: concurrent.futures.Future[MatchOutcome],
+        done: concurrent.futures.Future[Any],
+    ) -> None:
+        with self._lock:
+            self._refs.pop(out, None)
+            if not self._closing:
+                self._idle.append(index)
+        try:
+            try:
+                version, outcome, record, error = done.result()
+            except Exception as e:  # the actor died (Ray restarts it): its match is void
+                from gaigel_arena.workers import WorkerDied
+
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                raise WorkerDied(
+                    f"table-worker actor {index} (Ray node {self.actor_nodes.get(index, '?')[:12]}) failed in match "
+                    f"{job.match_id}: {type(e).__name__}: {first}; the match is void and replayed"
+                ) from None
+            if version != ENGINE_VERSION:
+                raise RuntimeError(
+                    f"a Ray worker has engine {version}, the scheduler {ENGINE_VERSION}: "
+                    "install the same gaigel-arena on every node"
+                )
+            if error is not None:
+                from gaigel_arena.workers import BotMissingError
+
+                raise (BotMissingError if error[0] == BotMissingError.__name__ else RuntimeError)(error[1])
+            assert outcome is not None
+            if record is not None and job.record_path is not None:
+                write_json_atomic(record, job.record_path)
+        except BaseException as e:  # void: the runner replays the match
+            out.set_exception(e)
+        else:
+            out.set_result(outcome)
+        self._dispatch()
+
+    def shutdown(self) -> None:
+        """Cancels the tasks still running, stops the table-worker actors and disconnects (stopping a
+        cluster started for this run)."""
+        with self._lock:
+            self._closing = True
             refs = list(self._refs.values())
             self._refs.clear()
+            queued = list(self._queue)
+            self._queue.clear()
+            idle = list(self._idle)
+        for _, future in queued:
+            future.cancel()
+        if self._actors:
+            closing = [self._actors[i].close.remote() for i in idle]
+            with contextlib.suppress(Exception):  # stats are a nicety: a dead actor must not stop the shutdown
+                self.worker_stats = list(self._ray.get(closing, timeout=ACTOR_STOP_TIMEOUT_S))
+            for actor in self._actors:
+                with contextlib.suppress(Exception):
+                    self._ray.kill(actor)  # a busy actor's bots die with its process
+            self._actors = []
         for ref in refs:
             with contextlib.suppress(Exception):  # already finished, or the cluster is gone
                 self._ray.cancel(ref)

@@ -369,6 +369,10 @@ def _next_batch(
 def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Executor:
     """The executor for *config*: local when every bot is a house bot, else gRPC.
 
+    ``grpc`` starts *workers* table worker processes, each with its own match server and bot
+    processes (:mod:`gaigel_arena.workers`); an arena with remote bots plays on one server in
+    this process instead, *workers* matches at a time, since remote bots connect to it by themselves.
+
     *kind* is ``auto``, ``local``, ``inline``, ``grpc`` or ``ray`` (never chosen by
     ``auto``; it connects to ``config.ray_address``).
 
@@ -390,11 +394,14 @@ def make_executor(config: ArenaConfig, workers: int, kind: str = "auto") -> Exec
     if kind == "grpc":
         try:
             from gaigel_arena.grpc_executor import GrpcExecutor
+            from gaigel_arena.workers import WorkerExecutor
         except ImportError as e:
             raise NotImplementedError(
                 f"the gRPC executor needs the server package (gaigel_server), which cannot be imported: {e}"
             ) from None
-        return GrpcExecutor(config, workers)
+        if any(b.kind == "remote" for b in config.bots):
+            return GrpcExecutor(config, workers)  # remote bots connect to the runner's published server
+        return WorkerExecutor(config, workers)
     if kind == "ray":
         from gaigel_arena.ray_executor import RayExecutor  # imports Ray itself only when constructed
 
