@@ -346,15 +346,10 @@ class GrpcExecutor:
         podman = sandbox.podman_available()
         kinds: dict[str, str] = {}
         images: dict[str, str] = {}
-        for bot in config.bots:
-            if bot.kind != "command":
-                continue
-            has_image = bool(bot.image or bot.build)
-            try:
-                kind = sandbox.resolve_sandbox(bot.sandbox or config.sandbox.default, has_image, podman)
-            except sandbox.SandboxError as e:
-                raise ValueError(f"bot {bot.name!r}: {e}") from None
-            if has_image and kind != "podman":
+        for bot, kind in sandbox.command_bot_sandboxes(config, podman):
+            if isinstance(kind, sandbox.SandboxError):
+                raise ValueError(f"bot {bot.name!r}: {kind}")
+            if (bot.image or bot.build) and kind != "podman":
                 log.warning("sandbox_without_image", bot=bot.name, sandbox=kind, reason="podman is not installed")
             if kind == "podman":
                 images[bot.name] = bot.image or sandbox.build_image(bot.name, bot.build)

@@ -50,6 +50,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -154,6 +155,28 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
         ) from None
 
 
+def _settle(
+    out: concurrent.futures.Future[MatchOutcome],
+    job: MatchJob,
+    result: Callable[[], tuple[str, MatchOutcome, dict[str, Any] | None]],
+) -> None:
+    """Resolves *out* with what a Ray task or actor returned, writing the match record here; an
+    error (a dead actor, a missing bot, another engine version on a node) makes the match void."""
+    try:
+        version, outcome, record = result()
+        if version != ENGINE_VERSION:
+            raise RuntimeError(
+                f"a Ray worker has engine {version}, the scheduler {ENGINE_VERSION}: "
+                "install the same gaigel-arena on every node"
+            )
+        if record is not None and job.record_path is not None:
+            write_json_atomic(record, job.record_path)
+    except BaseException as e:  # void: the runner replays the match
+        out.set_exception(e)
+    else:
+        out.set_result(outcome)
+
+
 class RayExecutor:
     """Plays matches as Ray tasks (house bots) or on table-worker actors (command bots); futures
     resolve in the scheduler process."""
@@ -255,19 +278,7 @@ class RayExecutor:
                 self._refs.pop(out, None)
             if not out.set_running_or_notify_cancel():
                 return  # the runner gave up on it
-            try:
-                version, outcome, record = done.result()
-                if version != ENGINE_VERSION:
-                    raise RuntimeError(
-                        f"a Ray worker has engine {version}, the scheduler {ENGINE_VERSION}: "
-                        "install the same gaigel-arena on every node"
-                    )
-                if record is not None and job.record_path is not None:
-                    write_json_atomic(record, job.record_path)
-            except BaseException as e:  # void: the runner replays the match
-                out.set_exception(e)
-            else:
-                out.set_result(outcome)
+            _settle(out, job, done.result)
 
         ref.future().add_done_callback(finish)
         return out
@@ -295,7 +306,8 @@ class RayExecutor:
             self._refs.pop(out, None)
             if not self._closing:
                 self._idle.append(index)
-        try:
+
+        def result() -> tuple[str, MatchOutcome, dict[str, Any] | None]:
             try:
                 version, outcome, record, error = done.result()
             except Exception as e:  # the actor died (Ray restarts it): its match is void
@@ -306,22 +318,14 @@ class RayExecutor:
                     f"table-worker actor {index} (Ray node {self.actor_nodes.get(index, '?')[:12]}) failed in match "
                     f"{job.match_id}: {type(e).__name__}: {first}; the match is void and replayed"
                 ) from None
-            if version != ENGINE_VERSION:
-                raise RuntimeError(
-                    f"a Ray worker has engine {version}, the scheduler {ENGINE_VERSION}: "
-                    "install the same gaigel-arena on every node"
-                )
             if error is not None:
                 from gaigel_arena.workers import BotMissingError
 
                 raise (BotMissingError if error[0] == BotMissingError.__name__ else RuntimeError)(error[1])
             assert outcome is not None
-            if record is not None and job.record_path is not None:
-                write_json_atomic(record, job.record_path)
-        except BaseException as e:  # void: the runner replays the match
-            out.set_exception(e)
-        else:
-            out.set_result(outcome)
+            return version, outcome, record
+
+        _settle(out, job, result)
         self._dispatch()
 
     def shutdown(self) -> None:

@@ -25,9 +25,12 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gaigel_arena.config import ArenaConfig, BotConfig
 
 __all__ = [
     "CONTAINER_SOCKET_DIR",
@@ -35,6 +38,7 @@ __all__ = [
     "SandboxConfig",
     "annotate_record",
     "build_image",
+    "command_bot_sandboxes",
     "exit_reason",
     "parse_sandbox",
     "pids_limit_hits",
@@ -139,6 +143,18 @@ def resolve_sandbox(wanted: str, has_image: bool, podman: bool) -> str:
     if wanted == "podman" and not has_image:
         raise SandboxError('sandbox = podman needs image = "..." or build = "folder with a Dockerfile"')
     return wanted
+
+
+def command_bot_sandboxes(config: ArenaConfig, podman: bool) -> Iterator[tuple[BotConfig, str | SandboxError]]:
+    """Each command bot of *config* with its concrete sandbox (:func:`resolve_sandbox`), or why
+    it cannot have the one it asks for."""
+    for bot in config.bots:
+        if bot.kind != "command":
+            continue
+        try:
+            yield bot, resolve_sandbox(bot.sandbox or config.sandbox.default, bool(bot.image or bot.build), podman)
+        except SandboxError as e:
+            yield bot, e
 
 
 # --- process ------------------------------------------------------------------------------

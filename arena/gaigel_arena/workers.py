@@ -79,14 +79,9 @@ def missing_bots(config: ArenaConfig, where: str) -> dict[str, str]:
     env = bot_environment()
     podman = sandbox.podman_available()
     out: dict[str, str] = {}
-    for bot in config.bots:
-        if bot.kind != "command":
-            continue
-        has_image = bool(bot.image or bot.build)
-        try:
-            kind = sandbox.resolve_sandbox(bot.sandbox or config.sandbox.default, has_image, podman)
-        except sandbox.SandboxError as e:
-            out[bot.name] = f"bot {bot.name!r}: {e} (on {where})"
+    for bot, kind in sandbox.command_bot_sandboxes(config, podman):
+        if isinstance(kind, sandbox.SandboxError):
+            out[bot.name] = f"bot {bot.name!r}: {kind} (on {where})"
             continue
         if kind == "podman":
             if bot.build and not os.path.isfile(os.path.join(bot.build, "Dockerfile")):
