@@ -63,20 +63,6 @@ class RecordingBot(Bot):
         self.rejections.append(msg)
 
 
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[grpc.Server] = []
-
-    def start(*scripts: fs.Script) -> tuple[str, fs.FakeBotService]:
-        server, port, service = fs.start(scripts)
-        servers.append(server)
-        return f"127.0.0.1:{port}", service
-
-    yield start
-    for s in servers:
-        s.stop(0)
-
-
 def test_full_session_with_rejection_drop_and_resume(serve: Any) -> None:
     legal1, legal2, legal3 = [3, 7, 9], [7, 9], [9, 20]
     seen: dict[str, Any] = {}

@@ -10,6 +10,7 @@ from typing import Any
 import fake_server as fs
 import grpc
 import pytest
+from server_thread import ServerThread
 
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import game_pb2
@@ -65,20 +66,6 @@ class Recorder(Bot):
 
     def on_rejected(self, msg: pb.ActionRejected) -> None:
         self.calls.append(("rejected", msg.SerializeToString()))
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[grpc.Server] = []
-
-    def start(*scripts: fs.Script) -> tuple[str, fs.FakeBotService]:
-        server, port, service = fs.start(scripts)
-        servers.append(server)
-        return f"127.0.0.1:{port}", service
-
-    yield start
-    for s in servers:
-        s.stop(0)
 
 
 # --- the Join -------------------------------------------------------------------------------
@@ -187,38 +174,9 @@ def test_standalone_messages_still_work_in_compact_mode(serve: Any) -> None:
 # --- against the real server ------------------------------------------------------------------
 
 
-class Server:
-    """The real server in a thread of its own (its own event loop)."""
-
-    def __init__(self, bots: dict[str, str]) -> None:
-        import asyncio
-
-        server_mod = pytest.importorskip("gaigel_server.server")
-        self.loop = asyncio.new_event_loop()
-        self.ready, self.stopped = threading.Event(), threading.Event()
-        self.port = 0
-
-        async def main() -> None:
-            config = server_mod.ServerConfig(admin_token="admin-secret", bots=bots)
-            server, self.port = server_mod.create_server("127.0.0.1:0", config)
-            await server.start()
-            self.ready.set()
-            while not self.stopped.is_set():
-                await asyncio.sleep(0.05)
-            await server.stop(0.5)
-
-        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(main(),), daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10), "server did not start"
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.thread.join(10)
-
-
 def _real_match(modes: dict[str, bool], seed: int) -> dict[str, Recorder]:
     tokens = {name: f"tok-{name}" for name in modes}
-    server = Server(tokens)
+    server = ServerThread(tokens)
     try:
         bots = {name: Recorder(name) for name in modes}
         threads = [

@@ -6,7 +6,6 @@ admin token. Skipped when the server package is not installed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import socket
@@ -14,15 +13,13 @@ import threading
 from typing import Any
 
 import grpc
-import pytest
+from server_thread import ServerThread
 
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import common_pb2, game_pb2
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_client import Bot, run
-
-server_mod = pytest.importorskip("gaigel_server.server")
 
 
 class Proxy:
@@ -74,33 +71,6 @@ class Proxy:
         self.cut()
 
 
-class RealServer:
-    def __init__(self, bots: dict[str, str]) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.stopped = threading.Event()
-        self.port = 0
-        self.thread = threading.Thread(target=self._main, args=(bots,), daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10), "server did not start"
-
-    def _main(self, bots: dict[str, str]) -> None:
-        async def main() -> None:
-            config = server_mod.ServerConfig(admin_token="admin-secret", bots=bots)
-            server, self.port = server_mod.create_server("127.0.0.1:0", config)
-            await server.start()
-            self.ready.set()
-            while not self.stopped.is_set():
-                await asyncio.sleep(0.05)
-            await server.stop(0.5)
-
-        self.loop.run_until_complete(main())
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.thread.join(10)
-
-
 class Steady(Bot):
     name = "steady"
 
@@ -131,7 +101,7 @@ class Dropper(Bot):
 
 
 def test_resume_after_cut_connections_against_real_server() -> None:
-    server = RealServer({"dropper": "tok-d", "steady": "tok-s"})
+    server = ServerThread({"dropper": "tok-d", "steady": "tok-s"})
     proxy = Proxy(server.port)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
@@ -188,7 +158,7 @@ def test_sdk_gives_the_bot_seed_and_sends_time_capped() -> None:
     time_capped is recorded TIME_CAPPED, and the SDK resets it so later ones are not."""
     from gaigel.botseed import bot_seed
 
-    server = RealServer({"capper": "tok-c"})
+    server = ServerThread({"capper": "tok-c"})
     try:
         metadata = (("authorization", "Bearer admin-secret"),)
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:

@@ -6,7 +6,6 @@ subprocess; skipped when the server package is not installed.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -18,40 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
+from server_thread import ServerThread
 
 from gaigel_api.v1 import common_pb2
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 
-server_mod = pytest.importorskip("gaigel_server.server")
-
 REPO = Path(__file__).resolve().parents[2]
 BOT = Path(__file__).resolve().parent / "bots" / "resume_bot.py"
 ADMIN = (("authorization", "Bearer admin-secret"),)
-
-
-class ServerThread:
-    def __init__(self, bots: dict[str, str]) -> None:
-        self.ready = threading.Event()
-        self.stopped = threading.Event()
-        self.port = 0
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._main(bots)), daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10), "server did not start"
-
-    async def _main(self, bots: dict[str, str]) -> None:
-        config = server_mod.ServerConfig(admin_token="admin-secret", bots=bots)
-        server, self.port = server_mod.create_server("127.0.0.1:0", config)
-        await server.start()
-        self.ready.set()
-        while not self.stopped.is_set():
-            await asyncio.sleep(0.05)
-        await server.stop(0.5)
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.thread.join(10)
 
 
 class BotProcess:
