@@ -26,28 +26,28 @@ Labels are context-free (they need no state) and parse back with :func:`parse_ac
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from gaigel.cards import CODE_OF, SUIT_LETTERS, parse_card
 from gaigel.ruleset import Opening
 
 ActionId: TypeAlias = int
 
-PLAY_BASE = 0
-MELD_PLAY_BASE = 48
-DOUBLE_PLAY_BASE = 96
-ROB = 144
-OPENING_BASE = 145
-AUS = 150
-PASS = 151
-RESERVE_ROB = 152
-SHOW_SEVEN = 153
-FIVE_SEVENS = 154
-MELD_BASE = 155
-DOUBLE_MELD_BASE = 159
-NO_MELD = 163
-GIVE_MELD = 164
-NUM_ACTIONS = 165
+PLAY_BASE: Final = 0
+MELD_PLAY_BASE: Final = 48
+DOUBLE_PLAY_BASE: Final = 96
+ROB: Final = 144
+OPENING_BASE: Final = 145
+AUS: Final = 150
+PASS: Final = 151
+RESERVE_ROB: Final = 152
+SHOW_SEVEN: Final = 153
+FIVE_SEVENS: Final = 154
+MELD_BASE: Final = 155
+DOUBLE_MELD_BASE: Final = 159
+NO_MELD: Final = 163
+GIVE_MELD: Final = 164
+NUM_ACTIONS: Final = 165
 
 _OPENING_SLUGS = {o: o.name.lower() for o in Opening}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 CardId: TypeAlias = int
 """0..47 = suit * 12 + rank * 2 + copy."""
@@ -45,19 +45,19 @@ COPY_LETTERS = "ab"
 SUIT_NAMES = ("Eichel", "Blatt", "Herz", "Schellen")
 RANK_POINTS = (11, 10, 4, 3, 2, 0)
 
-ALL_CARDS: CardMask = (1 << 48) - 1
+ALL_CARDS: Final[CardMask] = (1 << 48) - 1
 DECK_POINTS = 240
 
 # Per-card tables, computed once; the engine's hot paths index these instead of calling.
-SUIT_OF: tuple[int, ...] = tuple(c // 12 for c in range(48))
-RANK_OF: tuple[int, ...] = tuple((c % 12) // 2 for c in range(48))
-POINTS_OF: tuple[int, ...] = tuple(RANK_POINTS[(c % 12) // 2] for c in range(48))
-CODE_OF: tuple[str, ...] = tuple(
+SUIT_OF: Final[tuple[int, ...]] = tuple(c // 12 for c in range(48))
+RANK_OF: Final[tuple[int, ...]] = tuple((c % 12) // 2 for c in range(48))
+POINTS_OF: Final[tuple[int, ...]] = tuple(RANK_POINTS[(c % 12) // 2] for c in range(48))
+CODE_OF: Final[tuple[str, ...]] = tuple(
     SUIT_LETTERS[c // 12] + RANK_LETTERS[(c % 12) // 2] + COPY_LETTERS[c % 2] for c in range(48)
 )
 _CARD_BY_CODE = {code: c for c, code in enumerate(CODE_OF)}
 
-SUIT_MASK: tuple[CardMask, ...] = tuple(0xFFF << (12 * s) for s in range(4))
+SUIT_MASK: Final[tuple[CardMask, ...]] = tuple(0xFFF << (12 * s) for s in range(4))
 """All twelve cards of each suit."""
 
 
@@ -120,5 +120,5 @@ def _suit_table(suit: int) -> tuple[tuple[CardId, ...], ...]:
     return tuple(tuple(base + b for b in range(12) if chunk >> b & 1) for chunk in range(4096))
 
 
-SUIT_CARDS: tuple[tuple[tuple[CardId, ...], ...], ...] = tuple(_suit_table(s) for s in range(4))
+SUIT_CARDS: Final[tuple[tuple[tuple[CardId, ...], ...], ...]] = tuple(_suit_table(s) for s in range(4))
 """``SUIT_CARDS[s][chunk]``: the card ids of a 12-bit suit chunk, ascending."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from gaigel import actions as A
 from gaigel._pickling import reduce_through_constructor
@@ -130,10 +130,10 @@ class IllegalActionError(ValueError):
 
 # --- tables computed once ---------------------------------------------------------------
 
-_NO_TRUMP = 4
-_SEVENS: CardMask = sum(1 << (12 * s + 10) | 1 << (12 * s + 11) for s in range(4))
-_ACES: CardMask = sum(1 << (12 * s) | 1 << (12 * s + 1) for s in range(4))
-_HIGHER: tuple[CardMask, ...] = tuple(((1 << (2 * RANK_OF[c])) - 1) << (12 * SUIT_OF[c]) for c in range(48))
+_NO_TRUMP: Final = 4
+_SEVENS: Final[CardMask] = sum(1 << (12 * s + 10) | 1 << (12 * s + 11) for s in range(4))
+_ACES: Final[CardMask] = sum(1 << (12 * s) | 1 << (12 * s + 1) for s in range(4))
+_HIGHER: Final[tuple[CardMask, ...]] = tuple(((1 << (2 * RANK_OF[c])) - 1) << (12 * SUIT_OF[c]) for c in range(48))
 """_HIGHER[c]: the cards of c's suit that rank strictly above c (identical copy excluded)."""
 
 
@@ -149,14 +149,15 @@ def _beats_table(trump: int) -> tuple[bool, ...]:
     return tuple(out)
 
 
-_BEATS = tuple(_beats_table(t) for t in range(5))  # index 4: no trump (Hoeher hat)
-_NEVER = tuple(False for _ in range(48 * 48))  # Ge-Elfen: the forehand always wins
-_OTHER_ACE = tuple(x == w ^ 1 and RANK_OF[w] == Rank.ACE for w in range(48) for x in range(48))  # Andere Alte
+_BEATS: Final[tuple[tuple[bool, ...], ...]] = tuple(_beats_table(t) for t in range(5))  # index 4: no trump (Hoeher hat)
+_NEVER: Final[tuple[bool, ...]] = tuple(False for _ in range(48 * 48))  # Ge-Elfen: the forehand always wins
+# Andere Alte:
+_OTHER_ACE: Final[tuple[bool, ...]] = tuple(x == w ^ 1 and RANK_OF[w] == Rank.ACE for w in range(48) for x in range(48))
 
 
-_KINGS: CardMask = sum(0x30 << (12 * s) for s in range(4))
-_OBERS: CardMask = sum(0xC0 << (12 * s) for s in range(4))
-_KING_A: CardMask = sum(0x10 << (12 * s) for s in range(4))
+_KINGS: Final[CardMask] = sum(0x30 << (12 * s) for s in range(4))
+_OBERS: Final[CardMask] = sum(0xC0 << (12 * s) for s in range(4))
+_KING_A: Final[CardMask] = sum(0x10 << (12 * s) for s in range(4))
 
 
 def beats(x: CardId, w: CardId, trump: int | None) -> bool:
@@ -195,7 +196,10 @@ def _bits(mask: CardMask) -> list[CardId]:
     return out
 
 
-_S0, _S1, _S2, _S3 = SUIT_CARDS
+_S0: Final = SUIT_CARDS[0]
+_S1: Final = SUIT_CARDS[1]
+_S2: Final = SUIT_CARDS[2]
+_S3: Final = SUIT_CARDS[3]
 
 
 def opening_options(rules: Ruleset, hand: CardMask, trump: int) -> dict[Opening, CardMask]:
@@ -425,7 +429,7 @@ class GaigelState:
     def legal_actions(self) -> list[int]:
         """Every legal action id of the seat to act, ascending; empty once terminal."""
         phase = self.phase
-        if phase == 1:  # Phase.PLAY: the hot path of every playout
+        if phase == Phase.PLAY:  # the hot path of every playout
             s = self.to_act
             hand = self.hands[s]
             if self.trick1_special:
