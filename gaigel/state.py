@@ -713,9 +713,9 @@ class GaigelState:
 
     def _play(self, c: CardId) -> None:
         s = self.to_act
-        self.hands[s] ^= 1 << c
+        self.hands[s] = self.hands[s] ^ (1 << c)
         if self.known[s]:
-            self.known[s] &= ~(1 << c)
+            self.known[s] = self.known[s] & ~(1 << c)
         tc = self.trick_cards
         tc.append(c)
         if self.events is not None:
@@ -758,11 +758,11 @@ class GaigelState:
         else:
             points = rules.meld_double_plain if double else rules.meld_single_plain
         self.meld_used |= used
-        self.melded_suits[s] |= 1 << suit
+        self.melded_suits[s] = self.melded_suits[s] | (1 << suit)
         shown = used & ~(1 << played) if played >= 0 else used
-        self.known[s] |= shown
+        self.known[s] = self.known[s] | shown
         side = self.side_of[s]
-        self.side_melds[side] += points
+        self.side_melds[side] = self.side_melds[side] + points
         self._note_points(side)
         cards = tuple(cards_of(used))
         self.melds.append((s, suit, double, cards, points))
@@ -777,8 +777,8 @@ class GaigelState:
         s = self.to_act
         seven = (self.hands[s] & (3 << (12 * self.trump + 10))).bit_length() - 1
         taken = self.face_up
-        self.hands[s] ^= (1 << seven) | (1 << taken)
-        self.known[s] |= 1 << taken
+        self.hands[s] = self.hands[s] ^ ((1 << seven) | (1 << taken))
+        self.known[s] = self.known[s] | (1 << taken)
         self.face_up = seven
         self.robbed_by = s
         self.rob_cards = (seven, taken)
@@ -790,9 +790,9 @@ class GaigelState:
         seven_bits = self.hands[s] & (3 << (12 * self.trump + 10)) & ~self.shown_sevens
         seven = (seven_bits & -seven_bits).bit_length() - 1
         self.shown_sevens |= 1 << seven
-        self.known[s] |= 1 << seven
+        self.known[s] = self.known[s] | (1 << seven)
         side = self.side_of[s]
-        self.side_melds[side] += self.rules.rob_second_seven_points
+        self.side_melds[side] = self.side_melds[side] + self.rules.rob_second_seven_points
         self._note_points(side)
         if self.events is not None:
             self.events.append(SevenShown(s, seven, self.rules.rob_second_seven_points))
@@ -829,8 +829,8 @@ class GaigelState:
         self.trick_no += 1
         if self.trick_no == self._n_tricks:
             points += self.rules.last_trick_bonus
-        self.side_cards[side] += points
-        self.side_tricks[side] += 1
+        self.side_cards[side] = self.side_cards[side] + points
+        self.side_tricks[side] = self.side_tricks[side] + 1
         cards = tuple(tc)
         self.tricks.append((self.leader, cards, winner))
         if self.events is not None:
@@ -929,15 +929,15 @@ class GaigelState:
         events = self.events
         for i in range(n - 1 if final else n):
             c = talon[tpos + i]
-            hands[seat] |= 1 << c
+            hands[seat] = hands[seat] | (1 << c)
             if events is not None:
                 events.append(CardDrawn(seat, c, False))
             seat = seat + 1 if seat + 1 < n else 0
         if final:
             c = self.face_up
             self.face_up = -1
-            self.known[seat] |= 1 << c
-            hands[seat] |= 1 << c
+            self.known[seat] = self.known[seat] | (1 << c)
+            hands[seat] = hands[seat] | (1 << c)
             if events is not None:
                 events.append(CardDrawn(seat, c, True))
             self.tpos = len(talon)
