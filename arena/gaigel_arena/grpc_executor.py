@@ -63,6 +63,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,9 @@ _POLL_S = 0.02
 _CHECK_S = 0.25
 """While a match runs: how often its waiter looks for a failed bot, an absent remote bot, a gone process."""
 _RESTART_CHECK_S = 0.2
+_LOST_EXIT_WAIT_S = 5.0
+"""After a match: how long its record waits for the exit of a seat's process that dropped out
+for good (seen by the watcher at its next tick, a container's after podman's teardown)."""
 MAX_RESTARTS = 10
 """A bot whose processes exit this many times within :data:`RESTART_WINDOW_S` stops the arena."""
 RESTART_WINDOW_S = 60.0
@@ -310,6 +314,8 @@ class GrpcExecutor:
         """Server match id -> resolved when that match ends (the lobby's on_ended hook)."""
         self.bot_faults: list[dict[str, Any]] = []
         """Every bot process that ended: bot, instance, reason code, message, monotonic time ``at``."""
+        self._exit_seen: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
+        """Processes whose exit is in :attr:`bot_faults` (or had its limit's fault there already)."""
         self.port: int = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
         seats_per_side = config.ruleset.players // config.ruleset.num_sides
         self._procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
@@ -516,6 +522,7 @@ class GrpcExecutor:
         if proc.poll() is None or self._closing or self._failed or not self._current(key, proc):
             return
         await asyncio.to_thread(self._exit_fault, name, k, proc)
+        self._exit_seen.add(proc)
         if not self._current(key, proc):
             return  # its match ended meanwhile
         bot = self._config.bot(self._bot_of.get(name, name))
@@ -698,6 +705,7 @@ class GrpcExecutor:
         record["server_match_id"] = server_id  # links the record to the server's logs and the bots' view
         record["match_id"] = job.match_id
         result = dict(result)
+        await self._await_lost_exits(record, procs)
         sandbox.annotate_record(record, self.bot_faults, window_start, time.monotonic())
         forfeit = forfeit_reason(record)
         if forfeit is not None:
@@ -709,6 +717,27 @@ class GrpcExecutor:
         if job.record_path is not None and write_record:
             write_json_atomic(record, job.record_path)
         return MatchOutcome(job.match_id, result, job.record_path, duration), record
+
+    async def _await_lost_exits(self, record: dict[str, Any], procs: list[tuple[str, int]]) -> None:
+        """Waits (at most :data:`_LOST_EXIT_WAIT_S`) until the exit of the process of every seat that
+        disconnected and did not resume is in :attr:`bot_faults`.
+
+        Such a process usually died (a sandbox limit, a crash), but the watcher sees the exit only
+        at its next tick, and a container's only once podman has torn it down: on a loaded
+        machine that can come after the match ended (its strikes run out meanwhile), and the
+        record would miss the fault that explains the forfeit. A process still alive after the
+        wait (a bot that left on purpose) is left to the match's clean-up.
+        """
+        gone: set[int] = set()
+        for fault in record.get("faults", []):
+            if isinstance(fault, dict) and fault.get("reason") == "DISCONNECT":
+                gone.add(fault.get("seat", -1))
+            elif isinstance(fault, dict) and fault.get("reason") == "RESUMED":
+                gone.discard(fault.get("seat", -1))
+        waiting = [p for key in procs if key[1] in gone and (p := self._match_procs.get(key)) is not None]
+        deadline = time.monotonic() + _LOST_EXIT_WAIT_S
+        while any(p not in self._exit_seen for p in waiting) and time.monotonic() < deadline and not self._closing:
+            await asyncio.sleep(_POLL_S)
 
     def _cancel_waiting(self, server_id: str) -> bool:
         """Cancels a match still waiting for a seat's session; False if it has started meanwhile.

@@ -6,7 +6,8 @@ counted twice, and that the arena still rates everyone. It is a real gRPC bot pr
 the SDK's session loop (:class:`gaigel_client.client._Session`), with a stream whose
 request serializer can also put raw bytes on the wire.
 
-At every fresh ``DecisionRequest`` one uniform draw picks at most one fault, with the
+At every fresh ``DecisionRequest`` (not one the server issued while the bot was away and
+sends when it resumes) one uniform draw picks at most one fault, with the
 per-decision probabilities of a spec such as
 ``timeout=0.01,garbage=0.005,illegal=0.01,stale=0.005,disconnect=0.005,crash=0.002``
 (flag ``--chaos``, else ``$GAIGEL_CHAOS``):
@@ -73,6 +74,7 @@ import grpc
 from gaigel.actions import NUM_ACTIONS
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
+from gaigel_api.v1 import common_pb2, game_pb2
 from gaigel_client.bot import Bot
 from gaigel_client.client import DEFAULT_SERVER, ResumeFile, _Pending, _Session, compact_from_env
 from gaigel_client.errors import ConfigError
@@ -363,6 +365,25 @@ class _ChaosSession(_Session):
         """The decision ids received so far in the current match (stale answers quote them)."""
         self.state_dir: Path | None = None
         self.crash_interval = DEFAULT_CRASH_INTERVAL_S
+        self.catching_up = False
+        """Between a resumed Welcome and our seat's RESUMED event: the messages the server kept
+        while we were away. Their decisions were issued before the resume, so they are not fresh."""
+
+    def _on_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
+        self.catching_up = bool(msg.resumed)
+        super()._on_welcome(msg, resuming)
+
+    def _on_event(self, event: game_pb2.Event) -> None:
+        if (
+            self.catching_up
+            and self.last_sequence > self.replay_through  # not one of an earlier resume, replayed after a crash
+            and event.WhichOneof("kind") == "fault"
+            and event.fault.reason == common_pb2.FAULT_REASON_RESUMED
+            and self.match is not None
+            and event.fault.seat == self.match.seat
+        ):
+            self.catching_up = False
+        super()._on_event(event)
 
     def _on_decision(self, request: pb.DecisionRequest) -> None:
         match_id = self.match.match_id if self.match else ""
@@ -371,7 +392,11 @@ class _ChaosSession(_Session):
         earlier = list(self.seen)
         self.seen.append(request.decision_id)
         u = _uniforms(self.seed, request)
-        kind = None if request.decision_id in self.no_fault else self.spec.pick(u[0])
+        # No fault at a decision issued while we were away: its clock ran during the outage, so
+        # the record could not tell an injected timeout there from an outage's (the soak's audit
+        # counted both), and it may already be closed (an illegal answer to it costs nothing).
+        fresh = request.decision_id not in self.no_fault and not self.catching_up
+        kind = self.spec.pick(u[0]) if fresh else None
         if kind is None:
             super()._on_decision(request)
             return

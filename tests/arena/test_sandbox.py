@@ -107,7 +107,9 @@ def run_hostile(out: Path, sandbox: str, attack: list[str]) -> tuple[list[dict[s
     data = {
         "arena": {"seed": 5, "sets_per_pairing": 1},
         "game": {"players": 2, "hands": 1},
-        "clock": {"decision_ms": 500, "bank_ms": 2000, "resume_grace_ms": 1500},
+        # The bank lets a spinning bot reach its CPU-time limit (2 s) before its strikes run out
+        # (decision time + bank + 3 more decisions) even at a fifth of a core, as on a loaded machine.
+        "clock": {"decision_ms": 500, "bank_ms": 8000, "resume_grace_ms": 1500},
         "sandbox": LIMITS,
         "bots": [hostile, {"name": "house-a", "house": "random"}, {"name": "house-b", "house": "random"}],
     }

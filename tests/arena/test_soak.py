@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -164,3 +164,48 @@ class TestChaosPieces:
         assert path == tmp_path / f"resume-{os.getpid()}.json" and path.read_text() == '{"x": 1}'
         assert (tmp_path / f"resume-{os.getppid()}.json").exists()
         assert claim_resume_file(tmp_path)[1] is None  # nothing left to claim
+
+    def test_no_fault_at_a_decision_the_server_kept_while_the_bot_was_away(self, tmp_path: Path) -> None:
+        """After a resume, decisions up to the seat's RESUMED event were issued while it was away: no fault
+        there (a timeout at the resume step could not be told from the outage's, the audit counted both)."""
+        from gaigel_api.v1 import bot_service_pb2 as pb
+        from gaigel_api.v1 import common_pb2, game_pb2
+        from gaigel_harness.chaos import ChaosBot, FaultLog, _ChaosSession
+
+        session = _ChaosSession(
+            ChaosBot(1),
+            cast(Any, None),  # never called: the messages are handed to the session directly
+            spec=ChaosSpec.parse("timeout=1"),  # every fresh decision times out
+            fault_log=FaultLog(tmp_path / "faults.jsonl"),
+            no_fault=set(),
+            token="t",
+            name="chaos",
+            version="v",
+            matches=None,
+            connect_timeout=1.0,
+            initial_backoff=0.1,
+            max_backoff=1.0,
+        )
+
+        def decision(seq: int, did: str) -> pb.PlayResponse:
+            request = pb.DecisionRequest(decision_id=did, legal_actions=[pb.LegalAction(id=3)])
+            request.time_left.FromMilliseconds(0)  # the injected timeout sleeps only its margin
+            return pb.PlayResponse(sequence=seq, decision_request=request)
+
+        def fault(seq: int, seat: int, reason: int) -> pb.PlayResponse:
+            return pb.PlayResponse(sequence=seq, event=game_pb2.Event(fault=common_pb2.Fault(seat=seat, reason=reason)))
+
+        messages = [
+            (pb.PlayResponse(sequence=1, match_start=pb.MatchStart(match_id="m", seat=0)), False),
+            (decision(2, "before"), False),  # fresh: faulted
+            (pb.PlayResponse(sequence=0, welcome=pb.Welcome(resumed=True)), True),
+            (decision(3, "kept-1"), True),  # issued while away
+            (fault(4, 1, common_pb2.FAULT_REASON_RESUMED), True),  # another seat's RESUMED
+            (decision(5, "kept-2"), True),
+            (fault(6, 0, common_pb2.FAULT_REASON_RESUMED), True),  # ours: caught up
+            (decision(7, "after"), True),  # fresh again
+        ]
+        for message, resuming in messages:
+            session._handle(message, resuming)
+        lines = [json.loads(line) for line in (tmp_path / "faults.jsonl").read_text().splitlines()]
+        assert [(e["kind"], e["decision_id"]) for e in lines] == [("timeout", "before"), ("timeout", "after")]

@@ -523,13 +523,19 @@ def test_decide_returning_none_sends_no_answer(serve: Any) -> None:
 
 
 SLOW_STDIO_BOT = r"""
-import json, sys, time
+import json, sys
+late = None
 for line in sys.stdin:
     msg = json.loads(line)
+    if late is not None:  # the bridge gave up on d1 and relays what came next: answer d1 now, too late
+        print(json.dumps(late), flush=True)
+        late = None
     if msg["type"] == "decision":
+        answer = {"decision_id": msg["decision_id"], "action": msg["legal_actions"][0]["id"]}
         if msg["decision_id"] == "d1":
-            time.sleep(0.8)  # too late: the bridge gives up after 0.2 s + 0.1 s
-        print(json.dumps({"decision_id": msg["decision_id"], "action": msg["legal_actions"][0]["id"]}), flush=True)
+            late = answer
+        else:
+            print(json.dumps(answer), flush=True)
 """
 
 
@@ -548,8 +554,15 @@ def test_stdio_bridge_sends_no_late_answer_after_the_timeout(serve: Any) -> None
         d1 = fs.decision(2, "d1", [3, 7])
         d1.decision_request.time_left.FromMilliseconds(200)
         yield d1
-        time.sleep(1.0)  # the bridge gives up on d1 meanwhile; the bot's late line arrives
-        yield fs.card_played(3, 1, 3)  # the server's timeout fallback
+        # The server's timeout fallback. The bridge relays it once it has given up on d1 (after
+        # 0.2 s + 0.1 s), and only then does the bot write its late line for d1.
+        yield fs.card_played(3, 1, 3)
+        # Events, not sleeps, order the rest: d2 goes out once the late line has reached the
+        # bridge, so that it arrives outside a decision whatever the machine's load.
+        deadline = time.monotonic() + 30.0
+        while bot._lines.empty():
+            assert time.monotonic() < deadline, "the bot's late line for d1 never reached the bridge"
+            time.sleep(0.01)
         yield fs.decision(4, "d2", [9, 20])
         got.append(conn.recv_action())
         yield fs.match_end(5)
