@@ -36,7 +36,7 @@ def configure_logging(level: str | None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),  # the current stderr, looked up per logger
+        logger_factory=lambda *_: structlog.WriteLogger(sys.stderr),  # the current stderr; one write() per line
         cache_logger_on_first_use=False,
     )
 

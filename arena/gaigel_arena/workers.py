@@ -226,7 +226,10 @@ def runner_log_level() -> int:
 
 def worker_logging(level: int, **context: Any) -> None:
     """A worker's logs: JSON lines on stderr from *level* up, tagged with *context* (its server's
-    ``match_end`` lines, its bots' faults and restarts, as in the runner's log before)."""
+    ``match_end`` lines, its bots' faults and restarts, as in the runner's log before).
+
+    Each line is one write(): the runner and its workers share stderr, and print()'s two
+    writes (the text, then the newline) glued other processes' lines into these."""
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -235,7 +238,7 @@ def worker_logging(level: int, **context: Any) -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
+        logger_factory=lambda *_: structlog.WriteLogger(sys.stderr),  # one write() per line (see worker_logging)
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.bind_contextvars(**context)

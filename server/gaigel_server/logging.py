@@ -28,7 +28,7 @@ def configure_logging(level: str = "info", json: bool | None = None) -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(std_logging, level.upper(), std_logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),  # one write per line: processes share stderr
         cache_logger_on_first_use=True,
     )
 
