@@ -72,8 +72,18 @@ _ETC = (
     "mime.types",
 )
 """The only host ``/etc`` entries a bot sees (plus ``java-*``): no ``shadow``, no ``ssh``."""
-_PROJECT_MODULES = ("gaigel", "gaigel_api", "gaigel_client", "gaigel_engine__mypyc")
-"""The project's top-level modules a bot may import (the SDK, the engine and its compiled part)."""
+_PROJECT_MODULES = (
+    "gaigel",
+    "gaigel_api",
+    "gaigel_client",
+    "gaigel_engine__mypyc",
+    "gaigel_server",
+    "gaigel_harness",
+    "gaigel_arena",
+)
+"""The project's top-level modules a bot may import: the SDK, the engine and its compiled part,
+and the packages behind the ``gaigel`` command (``gaigel bot``, the ``gaigel stdio-bot`` bridge).
+Open source, no secret in them; an editable install keeps them in the checkout."""
 
 
 @functools.cache
