@@ -215,30 +215,45 @@ OPTION_SETS: list[dict[str, object]] = [
 ]
 
 
-def option_set_digests(hands: int = 3) -> dict[str, str]:
-    """Per option set, a digest of every state hash of *hands* random hands at 2, 3, 4 and 6 players."""
+RARE_DEALS = [(4844, 0), (2108, 0), (34, 0)]
+"""2-player deals for rare events: the forehand dealt five Sevens, a follower dealt five Sevens,
+a turned-up trump Seven."""
+
+
+def option_set_digests(hands: int = 6) -> dict[str, str]:
+    """Per option set, a digest of the legal actions, state hashes and acting seat's observations
+    of random hands: *hands* at each of 2, 3, 4 and 6 players, and the rare deals."""
     out = {}
     for options in OPTION_SETS:
         h = hashlib.blake2b(digest_size=16)
         for players in (2, 3, 4, 6):
             rules = Ruleset.from_dict(options, base=preset("default", players))
-            for k in range(hands):
-                state = GaigelState(rules, deal(k, k, players), forehand=k % players)
-                rnd = random.Random(k)
+            games = [(k, k) for k in range(hands)] + (RARE_DEALS if players == 2 else [])
+            for seed, k in games:
+                state = GaigelState(rules, deal(seed, k, players), forehand=k % players)
+                rnd = random.Random(seed)
                 h.update(state.state_hash().encode())
                 while not state.is_terminal():
                     legal = state.legal_actions()
+                    obs = json.dumps(state.observation(state.to_act).to_dict(), sort_keys=True)
                     action = rnd.choice(legal)
                     state.apply(action)
-                    h.update(f"{legal}{action}{state.state_hash()}".encode())
+                    h.update(f"{legal}{action}{state.state_hash()}{obs}".encode())
         out[json.dumps(options, sort_keys=True)] = h.hexdigest()
     return out
 
 
 @pytest.mark.skipif(not COMPILED, reason="needs the compiled engine (pip install -e . with a C compiler)")
 def test_compiled_and_pure_engines_agree_on_every_option_set() -> None:
-    """The pure-Python sources play every option set exactly like the compiled build: legal actions and hashes."""
-    code = "import json, sys; sys.path.insert(0, 'tests'); import test_engine_build as t; print(json.dumps(t.option_set_digests()))"
+    """The pure-Python sources play every option set exactly like the compiled build: legal actions, hashes, observations."""
+    code = (
+        "import json, sys; sys.path.insert(0, 'tests'); import gaigel, test_engine_build as t; "
+        "print(gaigel.engine_build()); print(json.dumps(t.option_set_digests()))"
+    )
     pure = python(code, env={"GAIGEL_PURE": "1"}, timeout=240)
     assert pure.returncode == 0, pure.stderr
-    assert json.loads(pure.stdout.splitlines()[-1]) == option_set_digests()
+    build, digests = pure.stdout.splitlines()[-2:]
+    assert build == "pure Python (GAIGEL_PURE)"
+    compiled = option_set_digests()
+    assert len(compiled) == len(OPTION_SETS)
+    assert json.loads(digests) == compiled
