@@ -230,7 +230,7 @@ def option_set_digests(hands: int = 6) -> dict[str, str]:
             rules = Ruleset.from_dict(options, base=preset("default", players))
             games = [(k, k) for k in range(hands)] + (RARE_DEALS if players == 2 else [])
             for seed, k in games:
-                state = GaigelState(rules, deal(seed, k, players), forehand=k % players)
+                state = GaigelState(rules, deal(seed, k, players, rules.deal_packets), forehand=k % players)
                 rnd = random.Random(seed)
                 h.update(state.state_hash().encode())
                 while not state.is_terminal():
