@@ -267,7 +267,7 @@ class BotServicer:
         read within the slow-reader timeout, as does more than the byte budget waiting meanwhile:
         grpc holds a stalled stream's bytes, and a bot that never reads must not hold them, or its
         place, forever. (A watchdog, not a timeout per write: that cost every message a timer.)"""
-        stream.write_since = time.monotonic()
+        began = stream.write_since = time.monotonic()
         try:
             await context.write(item.message)
         except asyncio.CancelledError:
@@ -281,7 +281,9 @@ class BotServicer:
             stream.write_since = None
         stream.wrote(item)
         if item.sent is not None and not item.sent.done():
-            item.sent.set_result(time.monotonic())
+            # The send is when the write began: a fast bot's answer can be read before this
+            # write's completion resumes us, and its time would then come out as 0.
+            item.sent.set_result(began)
 
     def close(self) -> None:
         """Stops the watchdog (the server is stopping)."""
