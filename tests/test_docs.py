@@ -379,3 +379,29 @@ def test_stdio_guide_shows_the_random_bot_as_it_is() -> None:
     text = (DOCS / "stdio-protocol.md").read_text(encoding="utf-8")
     shown = re.findall(r"(?ms)^```bash\n(.*?)^```", text)
     assert shown == [(ROOT / "clients" / "stdio" / "random_bot.sh").read_text(encoding="utf-8")]
+
+
+def test_readme_commands_lists_every_printed_command_in_order() -> None:
+    """.ci/readme-commands (run by CI on a fresh clone) starts with the README's set-up, runs the
+    README's test command with the venv of that set-up, and skips only what cannot run as printed."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "readme-commands"), "--list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    commands = [x for x in lines if x.startswith("$ ")]
+    assert commands[0].startswith("$ python3 -m venv .venv && .venv/bin/pip install -e '.[test]'  [README.md block 1]")
+    assert commands[1].startswith("$ .venv/bin/gaigel arena run examples/demo.toml")
+    assert commands[2].startswith("$ .venv/bin/pytest  [README.md block 3]")
+    assert not any(" -q " in x and "pip install" in x for x in commands)  # pip shows its progress
+    skipped = [x for x in lines if x.startswith("-- ")]
+    for line in skipped:
+        reason = line.split("skipped (", 1)[1]
+        assert reason.startswith(("has a <placeholder>", "a server that runs until stopped", "system packages")), line
+    assert len(skipped) <= 12
+    typescript = next(i for i, x in enumerate(commands) if "npm --prefix clients/typescript start" in x)
+    assert "npm --prefix clients/typescript ci &&" in commands[typescript]  # no try before the kit's npm ci
