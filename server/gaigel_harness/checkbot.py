@@ -27,15 +27,17 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import queue
 import random
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent import futures
 from typing import IO, Any
 
@@ -86,16 +88,55 @@ class Results:
 # --- launching the bot ---------------------------------------------------------------
 
 
+Launch = Callable[[Sequence[str], dict[str, str]], tuple[list[str], dict[str, str], tuple[int, ...]]]
+"""(command, the bot's GAIGEL_* variables) -> (argv, environment, file descriptors to inherit)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Confinement:
+    """How to start the bot as an arena would (``gaigel arena check-bot``): through *launch*, reaching
+    the check's servers on unix sockets in *socket_dir*, which the bot sees as *seen_as*."""
+
+    launch: Launch
+    socket_dir: str
+    seen_as: str
+
+    def listen(self, server: Any, name: str) -> str:
+        """Adds a unix socket *name* to the grpc *server*; the address the bot is given."""
+        if server.add_insecure_port(f"unix:{self.socket_dir}/{name}") == 0:
+            raise OSError(f"cannot listen on unix:{self.socket_dir}/{name}")
+        os.chmod(f"{self.socket_dir}/{name}", 0o666)  # the bot's own uid must reach it
+        return f"unix:{self.seen_as}/{name}"
+
+
 class BotProcess:
     """The bot command with its stderr and stdout captured in a temp file (shown on failure)."""
 
-    def __init__(self, cmd: Sequence[str], server: str, token: str, verbose: bool, compact: bool | None = None) -> None:
-        env = bot_environment(GAIGEL_SERVER=server, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=BOT_NAME)
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        server: str,
+        token: str,
+        verbose: bool,
+        compact: bool | None = None,
+        confinement: Confinement | None = None,
+    ) -> None:
+        session = {"GAIGEL_SERVER": server, "GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": BOT_NAME}
         if compact is not None:  # asks kits that read it for a mode; the bot's Join decides
-            env["GAIGEL_COMPACT"] = "1" if compact else "0"
+            session["GAIGEL_COMPACT"] = "1" if compact else "0"
+        argv, env = list(cmd), bot_environment(**session)
+        fds: tuple[int, ...] = ()
+        if confinement is not None:
+            argv, env, fds = confinement.launch(cmd, session)
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the object)
         out: Any = None if verbose else self.log
-        self.proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        try:
+            self.proc = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=fds, start_new_session=True
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def wait(self, timeout: float) -> int | None:
         try:
@@ -109,6 +150,8 @@ class BotProcess:
             if self.wait(2.0) is None:
                 self.proc.kill()
                 self.proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # whatever the bot started
 
     def tail(self) -> str:
         """The last lines of its output, indented (empty when verbose: they were shown as they came)."""
@@ -532,7 +575,12 @@ def _phase(state: Any) -> str:
 
 
 def run_scripted(
-    cmd: Sequence[str], results: Results, deadline: float, verbose: bool, startup_timeout: float = STARTUP_TIMEOUT
+    cmd: Sequence[str],
+    results: Results,
+    deadline: float,
+    verbose: bool,
+    startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
 ) -> None:
     """The protocol checks."""
     token = secrets.token_urlsafe(16)
@@ -540,9 +588,9 @@ def run_scripted(
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     pb_grpc.add_BotServiceServicer_to_server(script, server)
     port = server.add_insecure_port("127.0.0.1:0")
+    address = f"127.0.0.1:{port}" if confinement is None else confinement.listen(server, "scripted.sock")
     server.start()
-    address = f"127.0.0.1:{port}"
-    bot = BotProcess(cmd, address, token, verbose)
+    bot = BotProcess(cmd, address, token, verbose, confinement=confinement)
     try:
         started = time.monotonic()
         limit = started + startup_timeout + 120.0
@@ -677,6 +725,7 @@ async def _real_match(
     verbose: bool,
     compact: bool | None = None,
     startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
 ) -> tuple[dict[str, Any], list[str], str]:
     """The record of one real match, notes on what went wrong, and the mode the bot joined in
     ("compact", "plain", or "" when it never played); *compact* sets GAIGEL_COMPACT."""
@@ -688,6 +737,9 @@ async def _real_match(
     configure_logging("warning" if verbose else "error")
     clock = Clock(decision_time=deadline, bank=deadline, strikes_limit=3, resume_grace=5.0)
     server, port = create_server("127.0.0.1:0", ServerConfig(clock=clock))
+    address = f"127.0.0.1:{port}"
+    if confinement is not None:
+        address = confinement.listen(server.grpc, f"real-{secrets.token_hex(4)}.sock")
     await server.start()
     # Every session the bot joins, noted as it joins: a fast bot that leaves after its match
     # is gone from the table and the pool before a poll of them could see its mode.
@@ -703,7 +755,7 @@ async def _real_match(
     bot: BotProcess | None = None
     try:
         token = server.bots.register(BOT_NAME)
-        bot = BotProcess(cmd, f"127.0.0.1:{port}", token, verbose, compact)
+        bot = BotProcess(cmd, address, token, verbose, compact, confinement)
         servicer = MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, clock)
         table = servicer.build_table(
             ms.CreateMatchRequest(
@@ -768,6 +820,7 @@ def run_real(
     max_matches: int,
     verbose: bool,
     startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
 ) -> None:
     """The rules checks on the real server."""
     from gaigel.ruleset import Ruleset, preset
@@ -791,7 +844,7 @@ def run_real(
                         break
                     seed = rng.randrange(1 << 63)
             record, notes, mode = asyncio.run(
-                _real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0, startup_timeout)
+                _real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0, startup_timeout, confinement)
             )
             played += 1
             tail = next((n[1:] for n in notes if n.startswith("\x00")), "")
@@ -855,15 +908,18 @@ def run_checks(
     as_json: bool = False,
     verbose: bool = False,
     startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
 ) -> int:
     """Runs every check; prints PASS/FAIL lines (or JSON); returns 0 only when all pass.
+
+    With *confinement* the bot runs as an arena would run it (its sandbox and limits).
 
     A failure is reported once: the checks it left unreachable (the later stages of the scripted match,
     and everything after a failed join) are listed as not reached because of it, not as failures."""
     results = Results()
     started = time.monotonic()
     try:
-        run_scripted(cmd, results, deadline, verbose, startup_timeout)
+        run_scripted(cmd, results, deadline, verbose, startup_timeout, confinement)
     except OSError as e:
         print(f"gaigel check-bot: error: cannot start {' '.join(cmd)!r}: {e.strerror or e}", file=sys.stderr)
         return 2
@@ -871,7 +927,7 @@ def run_checks(
     results.bot_log = ""  # type: ignore[attr-defined]
     join = results.checks.get(JOIN)
     if join is None or join.ok is not False:  # a bot that cannot join would fail the real matches the same way
-        run_real(cmd, results, deadline, max_matches, verbose, startup_timeout)
+        run_real(cmd, results, deadline, max_matches, verbose, startup_timeout, confinement)
     blocker = next((n for n in ORDER if n in results.checks and results.checks[n].ok is False), None)
     unreached = f"not reached: {blocker} failed" if blocker else "not reached"
     checks = [results.checks.get(name) or Check(name, None, unreached) for name in ORDER]
@@ -897,4 +953,4 @@ def run_checks(
     return 0 if ok else 1
 
 
-__all__ = ["run_checks"]
+__all__ = ["Confinement", "Launch", "run_checks"]
