@@ -246,9 +246,12 @@ def set_histogram(scores: Sequence[float], games_per_set: int) -> dict[str, int]
     return {f"{p:g}": counts[p] for p in sorted(counts)}
 
 
-def controlled_scores(scores: Sequence[float], baselines: Sequence[float]) -> FloatArray:
-    """``Y_s = X_s - (B_s - mean B)`` for set scores *scores* and the baseline set means *baselines*
-    (fixed before the games; the mean is over every set given).
+def controlled_scores(scores: Sequence[float], baselines: Sequence[float], mean: float | None = None) -> FloatArray:
+    """``Y_s = X_s - (B_s - mean)`` for set scores *scores* and the baseline set means *baselines*.
+
+    *mean* is the mean of B over every set the run may play, fixed before the games (default:
+    the mean of *baselines*). It must not be the mean over the sets played so far: then the
+    mean of Y would equal the mean of X and only the variance would shrink.
 
     :raises ValueError: for lengths that differ.
     """
@@ -258,7 +261,8 @@ def controlled_scores(scores: Sequence[float], baselines: Sequence[float]) -> Fl
         raise ValueError(f"{x.size} set scores but {b.size} baseline values")
     if x.size == 0:
         return x
-    y: FloatArray = x - (b - float(b.mean()))
+    centre = float(b.mean()) if mean is None else mean
+    y: FloatArray = x - (b - centre)
     return y
 
 
