@@ -166,7 +166,14 @@ def _start_web(args: argparse.Namespace, out: Path) -> Any:
 
 def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
-    from gaigel_arena.report import format_presence, format_table, load_report, report_dict, write_html_report
+    from gaigel_arena.report import (
+        format_presence,
+        format_set_histograms,
+        format_table,
+        load_report,
+        report_dict,
+        write_html_report,
+    )
 
     if args.html:
         writable_dir(Path(args.html).parent, "--html")  # the page's folder also takes its viewer pages
@@ -185,6 +192,8 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
         print(format_table(report.standings, report.counts["done"], report.counts["total"]))
         if report.presence:
             print(format_presence(report))
+        if report.results:
+            print(format_set_histograms(report))
     else:
         print(f"wrote {args.html} and {pages} new match page(s) in {Path(args.html).parent / 'matches'}")
     return 0

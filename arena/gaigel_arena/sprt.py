@@ -32,6 +32,8 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
+from gaigel_arena.ratings import GameResult
+
 __all__ = [
     "MIN_SETS",
     "NELO_C",
@@ -45,6 +47,7 @@ __all__ = [
     "first_crossing",
     "llr",
     "llr_path",
+    "pair_set_histograms",
     "set_histogram",
     "simulate",
     "standard_errors",
@@ -376,3 +379,19 @@ def simulate(
             counts[verdict] += 1
             lengths[start + row] = length
     return counts, lengths
+
+
+def pair_set_histograms(results: Sequence[GameResult]) -> dict[tuple[str, str], dict[str, int]]:
+    """Per pair of bots (in name order), how many duplicate sets ended with each number of points
+    for the first bot: the set-outcome histogram (pentanomial counts at 2 games per set) that the
+    arena's intervals rest on. Keys are points such as ``"1.5"`` out of the pair's games in the set."""
+    per_set: dict[tuple[str, str, str], list[float]] = {}
+    for r in results:
+        a, b, score = (r.a, r.b, r.score) if r.a <= r.b else (r.b, r.a, 1.0 - r.score)
+        per_set.setdefault((a, b, r.set_id), []).append(score)
+    out: dict[tuple[str, str], dict[float, int]] = {}
+    for (a, b, _), scores in per_set.items():
+        points = round(2.0 * sum(scores)) / 2.0
+        counts = out.setdefault((a, b), {})
+        counts[points] = counts.get(points, 0) + 1
+    return {pair: {f"{p:g}": counts[p] for p in sorted(counts)} for pair, counts in sorted(out.items())}
