@@ -253,3 +253,33 @@ def test_a_changed_control_variate_in_the_journal_is_refused(tmp_path: Path) -> 
     again = subprocess.run([*GAIGEL, "arena", "test", str(config), "--out", str(out)], capture_output=True, text=True)
     assert again.returncode == 2
     assert "does not match its hash" in again.stderr
+
+
+def test_the_arena_gauntlet_schedule_plays_only_the_candidates_groups(tmp_path: Path) -> None:
+    from gaigel_arena.config import ConfigError, parse_config
+    from gaigel_arena.report import load_report
+    from gaigel_arena.runner import run_arena
+
+    raw = {
+        "arena": {"name": "g", "seed": 2, "sets_per_pairing": 3, "schedule": "gauntlet", "candidate": "h"},
+        "game": {"players": 3, "hands": 1},
+        "bots": [
+            {"name": n, "house": b} for n, b in (("r", "random"), ("f", "first"), ("h", "heuristic"), ("r2", "random"))
+        ],
+    }
+    config = parse_config(raw)
+    round_robin = parse_config({**raw, "arena": {"name": "g", "seed": 2, "sets_per_pairing": 3}})
+    assert config.gauntlet == "h" and config.config_hash() != round_robin.config_hash()
+    summary = run_arena(config, tmp_path / "out", executor="inline", bootstrap_samples=0)
+    # 3 of the 4 triples hold h; 3 rotations each, 3 sets
+    assert summary.scheduled == 3 * 3 * 3 == summary.done
+    report = load_report(tmp_path / "out", samples=0)
+    assert all("h" in m.sides for m in report.matches)
+    assert report.standings.connected
+    for bad, message in (
+        ({"schedule": "swiss"}, "arena.schedule must be"),
+        ({"schedule": "gauntlet"}, "needs arena.candidate"),
+        ({"candidate": "h"}, "only for schedule"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            parse_config({**raw, "arena": {"name": "g", **bad}})
