@@ -283,3 +283,31 @@ def test_the_arena_gauntlet_schedule_plays_only_the_candidates_groups(tmp_path: 
     ):
         with pytest.raises(ConfigError, match=message):
             parse_config({**raw, "arena": {"name": "g", **bad}})
+
+
+def test_only_the_complete_prefix_of_sets_counts_in_any_row_order(tmp_path: Path) -> None:
+    """A half-played set, and every set after it, are left out; the order of the rows does not matter."""
+    import random
+
+    from gaigel_arena.abtest import evaluate
+    from gaigel_arena.journal import JournalRow
+
+    arena, test = load_ab_config(_write(tmp_path, 2, 'candidate = "random"\nbaseline = "first"\nmax_sets = 30'))
+    plan = plan_ab(arena, test)
+    rng = random.Random(4)
+
+    def row(i: int, status: str) -> JournalRow:
+        m = plan.schedule[i]
+        dashes = [rng.choice([0, 1, 2]), rng.choice([0, 1, 2])]
+        result = {"sides": [{"dashes": d, "hands_won": 0} for d in dashes]} if status == "done" else None
+        return JournalRow(i, m.match_id, m.set_id, m.sides, m.seats, m.seed, status, 1, result, None, None)  # type: ignore[arg-type]
+
+    rows = [row(i, "done") for i in range(len(plan.schedule))]
+    rows[2 * 10 + 1] = row(2 * 10 + 1, "started")  # set 10 half played
+    state = evaluate(plan, rows, None)
+    assert state.prefix == 10 and len(state.set_scores) == state.sets <= 10
+    shuffled = rows[:]
+    rng.shuffle(shuffled)
+    assert evaluate(plan, shuffled, None) == state
+    full = evaluate(plan, [row(i, "done") if i == 21 else r for i, r in enumerate(rows)], None)
+    assert full.prefix == 30
