@@ -187,7 +187,7 @@ def format_ab(plan: ABPlan, state: ABState, counts: Mapping[str, int] | None = N
 
 def _svg_llr(path: Sequence[float], lower: float, upper: float, width: int = 900, height: int = 320) -> str:
     """The LLR after each set with the two bounds as dashed lines."""
-    ml, mr, mt, mb = 60, 20, 14, 44
+    ml, mr, mt, mb = 80, 20, 14, 44
     pw, ph = width - ml - mr, height - mt - mb
     lo = min([lower * 1.15, *path]) if path else lower * 1.15
     hi = max([upper * 1.15, *path]) if path else upper * 1.15
