@@ -15,7 +15,7 @@ seating) on the local executor, then computes from the same games, with
 * **per set + control variate**, for each control in ``--controls``: ``Y = X - (B - mean B)``
   with ``B`` the set mean of ``b`` values from house-bot games on the same deals computed
   beforehand (``heuristic`` = heuristic self-play; ``heuristic/random`` = heuristic in the
-  candidate's seats against random in the others).
+  candidate's seats against random in the others; ``--playouts`` games each, with other bot seeds).
 
 Each is given as the games it needs for a 95 % interval of the same half-width, and as a ratio
 to per game (the target of issue 24: set + control variate at most 0.5x). Also printed: the
@@ -100,7 +100,9 @@ def measure(players: int, pair: str, args: argparse.Namespace) -> dict[str, Any]
     best: tuple[float, list[float]] | None = None
     for control in args.controls.split(","):
         ref, _, against = control.partition("/")
-        cplan = plan_ab(arena, dataclasses.replace(test, control=ref, control_against=against))
+        cplan = plan_ab(
+            arena, dataclasses.replace(test, control=ref, control_against=against, control_playouts=args.playouts)
+        )
         started = time.perf_counter()
         values = control_values(cplan)
         control_s = time.perf_counter() - started
@@ -127,6 +129,7 @@ def main() -> int:
     p.add_argument("--controls", default="heuristic,heuristic/random,heuristic/first", help="control variates")
     p.add_argument("--sets", type=int, default=600, help="duplicate sets per row (default %(default)s)")
     p.add_argument("--hands", type=int, default=4, help="hands per match (default %(default)s)")
+    p.add_argument("--playouts", type=int, default=1, help="control games per deal and seating (default 1)")
     p.add_argument("--score", default="match", choices=("match", "hands", "points"))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workers", type=int, default=2)

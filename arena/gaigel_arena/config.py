@@ -268,6 +268,8 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     :raises ConfigError: naming the first invalid key.
     """
     unknown = sorted(set(data) - {"arena", "game", "clock", "bots", "sandbox"})
+    if unknown == ["test"]:
+        raise ConfigError("a [test] table is for `gaigel arena test` (docs/testing-bots.md), not `gaigel arena run`")
     if unknown:
         raise ConfigError(
             f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [sandbox], [[bots]])"

@@ -311,3 +311,11 @@ def test_only_the_complete_prefix_of_sets_counts_in_any_row_order(tmp_path: Path
     assert evaluate(plan, shuffled, None) == state
     full = evaluate(plan, [row(i, "done") if i == 21 else r for i, r in enumerate(rows)], None)
     assert full.prefix == 30
+
+
+def test_arena_run_points_a_test_config_to_arena_test(tmp_path: Path) -> None:
+    config = _write(tmp_path, 2, 'candidate = "random"\nbaseline = "first"')
+    proc = subprocess.run(
+        [*GAIGEL, "arena", "run", str(config), "--out", str(tmp_path / "o")], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "is for `gaigel arena test`" in proc.stderr
