@@ -66,7 +66,7 @@ def ab_report_dict(plan: ABPlan, state: ABState, counts: Mapping[str, int], cont
         "players": plan.arena.players,
         "score": t.score.value,
         "verdict": state.verdict.value,
-        "llr": _num(state.llr),
+        "llr": state.llr,  # unrounded: a resumed test's LLR equals the uninterrupted one bit for bit
         "bounds": [_num(test.lower), _num(test.upper)],
         "elo0": t.elo0,
         "elo1": t.elo1,
@@ -80,7 +80,7 @@ def ab_report_dict(plan: ABPlan, state: ABState, counts: Mapping[str, int], cont
         "estimate": _estimate_dict(state.estimate),
         "estimate_without_control_variate": _estimate_dict(state.estimate_x),
         "set_histogram": set_histogram(state.set_scores, plan.games_per_set),
-        "llr_path": [_num(v) for v in state.llr_path],
+        "llr_path": list(state.llr_path),
         "without_control_variate": {"verdict": state.x_verdict[0].value, "sets": state.x_verdict[1]},
         "with_control_variate": None
         if state.y_verdict is None
