@@ -12,7 +12,8 @@ The arena config gets a ``[test]`` table (docs/testing-bots.md)::
     beta = 0.05
     max_sets = 2000           # the cap: inconclusive there
     score = "match"           # match, hands or points
-    control = "heuristic"     # house bot whose self-play gives the control variate; "none": off
+    control = "heuristic"     # house bot in the candidate's seats of the control games; "none": off
+    control_against = "random"  # house bot in the other seats (default: control itself, self-play)
     control_playouts = 1
 
 Set *s* is one deal seed (the arena's :func:`~gaigel_arena.schedule.set_seed`) played by
@@ -54,14 +55,18 @@ __all__ = [
     "ABConfig",
     "ABKind",
     "ABPlan",
+    "ABRun",
     "ABState",
     "ScoreKind",
+    "control_values",
     "evaluate",
     "load_ab_config",
+    "open_ab",
     "pair_score",
     "parse_ab_table",
     "plan_ab",
     "run_ab",
+    "set_game_scores",
 ]
 
 CONTROL_META_KEY = "control_variate"
