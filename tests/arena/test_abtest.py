@@ -319,3 +319,17 @@ def test_arena_run_points_a_test_config_to_arena_test(tmp_path: Path) -> None:
         [*GAIGEL, "arena", "run", str(config), "--out", str(tmp_path / "o")], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "is for `gaigel arena test`" in proc.stderr
+
+
+def test_the_cap_ends_a_test_inconclusive_with_its_interval(tmp_path: Path) -> None:
+    arena, test = load_ab_config(
+        _write(
+            tmp_path, 2, 'candidate = "random"\nbaseline = "first"\nelo1 = 5\nmax_sets = 20\ncontrol = "none"', hands=1
+        )
+    )
+    run = run_ab(arena, test, tmp_path / "out", executor="inline")
+    assert run.state.verdict is Verdict.INCONCLUSIVE and run.state.sets == 20
+    text = format_ab(run.plan, run.state)
+    assert "inconclusive at the cap of 20 sets" in text and "nElo " in text
+    est = run.state.estimate
+    assert est is not None and est.nelo_ci95[0] < est.nelo < est.nelo_ci95[1]
