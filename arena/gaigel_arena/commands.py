@@ -1,4 +1,4 @@
-"""``gaigel arena run`` and ``gaigel arena report`` (registered by :mod:`gaigel.cli`)."""
+"""``gaigel arena run``, ``report``, ``test`` and ``test-report`` (registered by :mod:`gaigel.cli`)."""
 
 from __future__ import annotations
 
@@ -166,7 +166,14 @@ def _start_web(args: argparse.Namespace, out: Path) -> Any:
 
 def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
-    from gaigel_arena.report import format_presence, format_table, load_report, report_dict, write_html_report
+    from gaigel_arena.report import (
+        format_presence,
+        format_set_histograms,
+        format_table,
+        load_report,
+        report_dict,
+        write_html_report,
+    )
 
     if args.html:
         writable_dir(Path(args.html).parent, "--html")  # the page's folder also takes its viewer pages
@@ -185,6 +192,8 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
         print(format_table(report.standings, report.counts["done"], report.counts["total"]))
         if report.presence:
             print(format_presence(report))
+        if report.results:
+            print(format_set_histograms(report))
     else:
         print(f"wrote {args.html} and {pages} new match page(s) in {Path(args.html).parent / 'matches'}")
     return 0
@@ -316,3 +325,113 @@ def register(subparsers: Any) -> None:
     c.add_argument("--json", action="store_true", help="print the results as one JSON object")
     c.add_argument("-v", "--verbose", action="store_true", help="show the bot's output as it comes")
     c.set_defaults(func=cmd_arena_check_bot)
+    _register_test(sub)
+
+
+def cmd_arena_test(args: argparse.Namespace) -> int:
+    """gaigel arena test."""
+    from gaigel.record import write_json_atomic
+    from gaigel_arena.abreport import ab_report_dict, format_ab, write_ab_html
+    from gaigel_arena.abtest import load_ab_config, run_ab
+    from gaigel_arena.runner import ArenaError
+
+    configure_logging(args.log_level or "warning")
+    arena, test = load_ab_config(args.config)
+    out = Path(args.out) if args.out else Path(Path(args.config).stem + "-test")
+    _check_out(out, args.db, arena.keep_records)
+    if args.html:
+        writable_file(Path(args.html), "--html")
+    try:
+        run = run_ab(
+            arena,
+            test,
+            out,
+            db=args.db,
+            workers=args.workers,
+            executor=args.executor or arena.executor,
+            stream=None if args.quiet else sys.stderr,
+        )
+    except (NotImplementedError, ConnectionError, ArenaError) as e:
+        raise CliError(str(e)) from None
+    except KeyboardInterrupt:
+        print(_interrupted_message(out, args.db).replace("arena run", "arena test"), file=sys.stderr)
+        return 130
+    from gaigel_arena.journal import Journal
+
+    with Journal.open_existing(run.db_path) as journal:
+        counts = journal.counts()
+    data = ab_report_dict(run.plan, run.state, counts, run.control_hash)
+    try:
+        write_json_atomic(data, out / "test-report.json")
+        if args.html:
+            write_ab_html(run.plan, run.state, data, Path(args.html))
+    except OSError as e:
+        raise write_error("--out", out, e) from None
+    if args.json:
+        print(json.dumps(data))
+    else:
+        print(format_ab(run.plan, run.state, counts))
+        print(
+            f"played {run.played_now} matches in {run.seconds:.1f} s"
+            + (f" ({run.replayed} replayed after a crash)" if run.replayed else "")
+        )
+    return 0
+
+
+def cmd_arena_test_report(args: argparse.Namespace) -> int:
+    """gaigel arena test-report."""
+    from gaigel_arena.abreport import ab_report_dict, format_ab, write_ab_html
+    from gaigel_arena.abtest import open_ab
+
+    if args.html:
+        writable_file(Path(args.html), "--html")
+    target: Any = args.dir if "://" in args.dir else Path(args.dir)
+    plan, state, _control, digest, counts = open_ab(target)
+    data = ab_report_dict(plan, state, counts, digest)
+    if args.html:
+        try:
+            write_ab_html(plan, state, data, Path(args.html))
+        except OSError as e:
+            raise write_error("--html", args.html, e) from None
+    if args.json:
+        print(json.dumps(data))
+    elif args.html:
+        print(f"wrote {args.html}")
+    else:
+        print(format_ab(plan, state, counts))
+    return 0
+
+
+def _register_test(sub: Any) -> None:
+    """Adds ``gaigel arena test`` and ``gaigel arena test-report``."""
+    t = sub.add_parser(
+        "test",
+        help="sequential A/B test (or gauntlet) of a candidate bot on duplicate sets",
+        description=(
+            "Play duplicate sets of the [test] table's candidate against its baseline (or a field) until a "
+            "sequential probability ratio test reaches a bound or the set cap (docs/testing-bots.md). "
+            "Resumable: rerun the same command after a crash or kill."
+        ),
+    )
+    t.add_argument("config", metavar="CONFIG.toml", help="arena configuration with a [test] table")
+    t.add_argument("--out", metavar="DIR", help="output folder (default: <config name>-test)")
+    t.add_argument(
+        "--db", metavar="PATH|URL", help="journal: a SQLite file (default: DIR/arena.sqlite) or postgresql://..."
+    )
+    t.add_argument("--workers", type=positive_int, metavar="N", help="matches at a time (default: [arena] workers)")
+    t.add_argument("--executor", choices=("auto", "local", "inline", "grpc", "ray"), help="as for gaigel arena run")
+    t.add_argument("--html", metavar="FILE", help="also write the report as an HTML page")
+    t.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default: warning)")
+    t.add_argument("--quiet", action="store_true", help="no plan and no live LLR lines")
+    t.add_argument("--json", action="store_true", help="print the final report as JSON")
+    t.set_defaults(func=cmd_arena_test)
+
+    r = sub.add_parser(
+        "test-report",
+        help="print the verdict of an A/B test folder",
+        description="Print the verdict, LLR, nElo and Elo, set histogram and standard errors of a test folder.",
+    )
+    r.add_argument("dir", metavar="DIR", help="test output folder (or its journal file, or its postgresql:// URL)")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+    r.add_argument("--html", metavar="FILE", help="write the report as an HTML page (with the LLR plot)")
+    r.set_defaults(func=cmd_arena_test_report)

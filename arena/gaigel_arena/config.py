@@ -6,6 +6,8 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
     name = "demo"
     seed = 1
     sets_per_pairing = 10   # duplicate sets: each deal seed once per rotation of the sides
+    schedule = "round-robin" # or "gauntlet": only the groups with `candidate` (one bot against the field)
+    candidate = "mybot"     # schedule = "gauntlet" only
     workers = 2             # default: one per core; never part of the config hash
     executor = "auto"        # auto, local, inline, grpc or ray; never part of the config hash
     ray_address = "local"    # executor = "ray": a running cluster's address, or "local"
@@ -178,6 +180,8 @@ class ArenaConfig:
     seating of a duplicate set reaches the next; ``per_run``: processes play many matches (faster,
     for trusted bots)."""
     allow_in_match_duplicate: bool = False
+    gauntlet: str = ""
+    """``schedule = "gauntlet"``: the candidate every match includes; empty: a round-robin."""
 
     @property
     def bot_names(self) -> tuple[str, ...]:
@@ -201,7 +205,12 @@ class ArenaConfig:
         """
         return {
             "format": CONFIG_FORMAT,
-            "arena": {"name": self.name, "seed": self.seed, "sets_per_pairing": self.sets_per_pairing},
+            "arena": {
+                "name": self.name,
+                "seed": self.seed,
+                "sets_per_pairing": self.sets_per_pairing,
+                **({"gauntlet": self.gauntlet} if self.gauntlet else {}),  # only when set: older hashes stay valid
+            },
             "game": {
                 "players": self.players,
                 "rules": self.rules_preset,
@@ -268,6 +277,8 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
     :raises ConfigError: naming the first invalid key.
     """
     unknown = sorted(set(data) - {"arena", "game", "clock", "bots", "sandbox"})
+    if unknown == ["test"]:
+        raise ConfigError("a [test] table is for `gaigel arena test` (docs/testing-bots.md), not `gaigel arena run`")
     if unknown:
         raise ConfigError(
             f"unknown section(s): {', '.join(unknown)} (allowed: [arena], [game], [clock], [sandbox], [[bots]])"
@@ -283,6 +294,8 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
             "keep_records",
             "executor",
             "ray_address",
+            "schedule",
+            "candidate",
             *_SUBMITTED_BOT_KEYS,
         },
     )
@@ -359,6 +372,7 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         check_unambiguous_ids([b.name for b in bots], ruleset.num_sides)
     except ValueError as e:
         raise ConfigError(f"bots: {e}") from None
+    gauntlet = _parse_gauntlet(arena, bots)
     return ArenaConfig(
         name=name,
         seed=seed,
@@ -376,7 +390,24 @@ def parse_config(data: Mapping[str, Any], base_dir: Path | None = None) -> Arena
         ray_address=ray_address,
         **submitted,
         sandbox=sandbox,
+        gauntlet=gauntlet,
     )
+
+
+def _parse_gauntlet(arena: Mapping[str, Any], bots: tuple[BotConfig, ...]) -> str:
+    """``schedule`` and ``candidate``: the gauntlet's candidate, or "" for a round-robin."""
+    schedule = arena.get("schedule", "round-robin")
+    if schedule not in ("round-robin", "gauntlet"):
+        raise ConfigError(f'arena.schedule must be "round-robin" or "gauntlet", got {schedule!r}')
+    candidate = arena.get("candidate")
+    if schedule == "round-robin":
+        if candidate is not None:
+            raise ConfigError('arena.candidate is only for schedule = "gauntlet"')
+        return ""
+    names = [b.name for b in bots]
+    if not isinstance(candidate, str) or candidate not in names:
+        raise ConfigError(f'schedule = "gauntlet" needs arena.candidate = one of {", ".join(names)}, got {candidate!r}')
+    return candidate
 
 
 EXECUTORS = ("auto", "local", "inline", "grpc", "ray")

@@ -455,6 +455,23 @@ class Journal:
         rows = self._db.execute("SELECT value FROM meta WHERE key = 'config_hash'").rows
         return str(rows[0][0]) if rows else ""
 
+    def meta(self, key: str) -> str | None:
+        """A value stored with :meth:`put_meta` (or a built-in key such as ``config``), or None."""
+        rows = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).rows
+        return str(rows[0][0]) if rows else None
+
+    def put_meta(self, key: str, value: str) -> None:
+        """Stores *value* under *key* once: data fixed before the first match (a test's control variate).
+
+        :raises JournalError: if *key* already holds another value (it is never overwritten).
+        """
+        with self._transaction():
+            rows = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).rows
+            if rows and rows[0][0] != value:
+                raise JournalError(f"{self.label} already holds another {key}; it is never overwritten")
+            if not rows:
+                self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+
     # --- issue / fix / rollback (gomill's scheduler tokens) -------------------------------
 
     def rollback(self) -> int:

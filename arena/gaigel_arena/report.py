@@ -25,11 +25,13 @@ from gaigel_arena.ratings import (
     interval_known,
 )
 from gaigel_arena.runner import journal_results
+from gaigel_arena.sprt import pair_set_histograms
 
 __all__ = [
     "ArenaReport",
     "MatchEntry",
     "format_presence",
+    "format_set_histograms",
     "format_table",
     "load_report",
     "render_html",
@@ -231,6 +233,9 @@ def report_dict(report: ArenaReport) -> dict[str, Any]:
         "connected": report.standings.connected,
         "bots": bots,
         "presence": report.presence,
+        "set_histograms": [
+            {"a": a, "b": b, "points_of_a": hist} for (a, b), hist in pair_set_histograms(report.results).items()
+        ],
         "standings": report.standings.to_dict(),
         "config": report.config,
     }
@@ -266,6 +271,15 @@ def format_table(standings: Standings, done: int | None = None, total: int | Non
     if not standings.connected:
         lines.append("note: not every bot has met every other; ratings of separate groups are not comparable")
     return "\n".join(lines)
+
+
+def format_set_histograms(report: ArenaReport) -> str:
+    """Per pair, the duplicate sets by the first bot's points in the set (the set is the unit the
+    intervals resample; 2 games per set give the pentanomial counts)."""
+    lines = ["duplicate sets by points of the first bot (0 .. games per set):"]
+    for (a, b), hist in pair_set_histograms(report.results).items():
+        lines.append(f"  {a} vs {b}: " + ", ".join(f"{k}: {v}" for k, v in hist.items()))
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def _span_text(seconds: float) -> str:
@@ -486,6 +500,16 @@ def _fault_rows(report: ArenaReport) -> tuple[list[str], bool]:
     return rows, bool(read)
 
 
+def _set_histogram_rows(report: ArenaReport) -> list[str]:
+    esc = html.escape
+    return [
+        f'<tr><td class="name">{esc(a)}</td><td class="name">{esc(b)}</td><td class="name">'
+        + ", ".join(f"{esc(k)}: {v}" for k, v in hist.items())
+        + "</td></tr>"
+        for (a, b), hist in pair_set_histograms(report.results).items()
+    ]
+
+
 def _pair_rows(report: ArenaReport) -> list[str]:
     """Games per pair of bots: how many, and who won them."""
     esc = html.escape
@@ -606,6 +630,11 @@ green: the row's bot scored more, red: less. Hover a cell for the likelihood of 
 <table id="pairs"><tr><th class="name">bot A</th><th class="name">bot B</th><th>games</th><th>A won</th>
 <th>drawn</th><th>B won</th></tr>
 {"".join(_pair_rows(report)) or '<tr><td colspan="6" class="name muted">no games yet</td></tr>'}</table>
+<h2>Duplicate sets per pair</h2>
+<p class="caption">Sets of each pair by bot A's points in the set (one deal under every seating; the unit of
+independence of the intervals). With two games per set these are the pentanomial counts.</p>
+<table id="set-histograms"><tr><th class="name">bot A</th><th class="name">bot B</th><th class="name">sets by A's points</th></tr>
+{"".join(_set_histogram_rows(report))}</table>
 <h2>Faults per bot</h2>
 <p class="caption">Faults charged to each bot in the kept match records, by reason code (see the bot guide).
 {fault_note}</p>

@@ -185,7 +185,9 @@ def run_arena(
     out_dir.mkdir(parents=True, exist_ok=True)
     config = dataclasses.replace(config, run_dir=str(out_dir.resolve()))  # where the bots' logs go
     db_path = resolve_db(out_dir, db)
-    schedule = build_schedule(config.bot_names, config.ruleset, config.sets_per_pairing, config.seed)
+    schedule = build_schedule(
+        config.bot_names, config.ruleset, config.sets_per_pairing, config.seed, config.gauntlet or None
+    )
     records_dir = out_dir / "records"
     if config.keep_records:
         records_dir.mkdir(exist_ok=True)

@@ -8,6 +8,8 @@
   seats: rotation *r* puts ``group[(x + r) % sides]`` on side *x*. With the same seed
   and the same first dealer the same cards reach each seat, so every bot of the group
   holds every side's cards once and the card luck cancels.
+* A **gauntlet** (``candidate`` given) keeps only the groups with the candidate in them:
+  one bot against a field, on the same duplicate sets.
 * The order is set by set, then group by group in configuration order, then rotation,
   so a partly played arena is balanced and a resumed arena plays the same list.
 * Every match has a stable id such as ``s0003-r1-alice-bob`` (set, rotation, the group
@@ -91,9 +93,11 @@ def groups(bots: Sequence[str], sides: int) -> list[tuple[str, ...]]:
     return list(itertools.combinations(bots, sides))
 
 
-def _iter_schedule(bots: Sequence[str], ruleset: Ruleset, sets: int, arena_seed: int) -> Iterator[ScheduledMatch]:
+def _iter_schedule(
+    bots: Sequence[str], ruleset: Ruleset, sets: int, arena_seed: int, candidate: str | None
+) -> Iterator[ScheduledMatch]:
     sides = ruleset.num_sides
-    all_groups = groups(bots, sides)
+    all_groups = [g for g in groups(bots, sides) if candidate is None or candidate in g]
     index = 0
     for s in range(sets):
         seed = set_seed(arena_seed, s)
@@ -105,18 +109,23 @@ def _iter_schedule(bots: Sequence[str], ruleset: Ruleset, sets: int, arena_seed:
                 index += 1
 
 
-def build_schedule(bots: Sequence[str], ruleset: Ruleset, sets: int, arena_seed: int) -> list[ScheduledMatch]:
-    """The full schedule: ``sets * len(groups) * sides`` matches in play order.
+def build_schedule(
+    bots: Sequence[str], ruleset: Ruleset, sets: int, arena_seed: int, candidate: str | None = None
+) -> list[ScheduledMatch]:
+    """The full schedule: ``sets * len(groups) * sides`` matches in play order; with *candidate*
+    a gauntlet (only the groups that hold the candidate).
 
-    :raises ValueError: for fewer bots than sides, repeated or empty names, ``sets < 1`` or
-        names whose match ids would collide.
+    :raises ValueError: for fewer bots than sides, repeated or empty names, ``sets < 1``, a
+        candidate that is not one of *bots*, or names whose match ids would collide.
     """
+    if candidate is not None and candidate not in bots:
+        raise ValueError(f"gauntlet candidate {candidate!r} is not one of the bots")
     if sets < 1:
         raise ValueError(f"need at least one duplicate set, got {sets}")
     if not all(bots):
         raise ValueError("bot names must be non-empty")
     check_unambiguous_ids(bots, ruleset.num_sides)
-    return list(_iter_schedule(bots, ruleset, sets, arena_seed))
+    return list(_iter_schedule(bots, ruleset, sets, arena_seed, candidate))
 
 
 def check_unambiguous_ids(bots: Sequence[str], sides: int) -> None:
