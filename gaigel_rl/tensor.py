@@ -36,17 +36,12 @@ FEATURES: Final[tuple[tuple[str, Callable[[int, int], int], str], ...]] = (
     ("trump_suit", lambda n, k: 4, "the trump suit (E, B, H, S)"),
     ("trump_card", lambda n, k: 48, "the trump card turned up at the deal"),
     ("face_up_card", lambda n, k: 48, "the card face up under the talon now (trump card or robbing Seven), if any"),
-    ("talon_size", lambda n, k: 1, "cards left in the talon (face-up card included) / 48"),
     ("played", lambda n, k: 48 * n, "per relative seat, the cards it played in completed tricks"),
     ("holdings", lambda n, k: 48 * n, "per relative seat, the cards publicly known to be in its hand (own seat too)"),
     ("melds", lambda n, k: 8 * n, "per relative seat, suit x (marriage, double marriage) it declared"),
     ("robbed_by", lambda n, k: n, "the relative seat that robbed the trump card, if any"),
     ("rob_reserved", lambda n, k: n, "the relative seat that reserved the robbery (rob.reservation), if any"),
-    ("tricks_won", lambda n, k: k, "per relative side, completed tricks it won / tricks per hand"),
-    ("card_points", lambda n, k: k, "per relative side, card points of the tricks it won / 120"),
-    ("meld_points", lambda n, k: k, "per relative side, points of its declared melds / 120"),
     ("scores_exposed", lambda n, k: 1, "1 when the ruleset exposes side totals (expose_scores)"),
-    ("totals", lambda n, k: k, "per relative side, the exposed total / 120 (0 when not exposed)"),
     ("opening", lambda n, k: 5, "the declared trick-1 opening (Andere Alte ... Trumpf hoeher), if any"),
     ("dissle_declarer", lambda n, k: n, "the relative seat playing an Auf Dissle, if any"),
     ("phase", lambda n, k: 4, "opening, play, Aus window, meld window"),
@@ -54,9 +49,18 @@ FEATURES: Final[tuple[tuple[str, Callable[[int, int], int], str], ...]] = (
     ("to_act", lambda n, k: n, "the relative seat to act"),
     ("forehand", lambda n, k: n, "the relative seat that is forehand of this hand"),
     ("partners", lambda n, k: n, "1 for the relative seats on the observer's side (itself included)"),
+    ("talon_size", lambda n, k: 1, "cards left in the talon (face-up card included) / 48"),
+    ("tricks_won", lambda n, k: k, "per relative side, completed tricks it won / tricks per hand"),
+    ("card_points", lambda n, k: k, "per relative side, card points of the tricks it won / 120"),
+    ("meld_points", lambda n, k: k, "per relative side, points of its declared melds / 120"),
+    ("totals", lambda n, k: k, "per relative side, the exposed total / 120 (0 when not exposed)"),
     ("trick_index", lambda n, k: 1, "completed tricks / tricks per hand"),
 )
-"""Name, size for (players, sides) and meaning of every block, in tensor order."""
+"""Name, size for (players, sides) and meaning of every block, in tensor order: the 0/1 blocks
+first, the blocks of fractions (:data:`SCALARS`) last."""
+
+SCALARS: Final = frozenset({"talon_size", "tricks_won", "card_points", "meld_points", "totals", "trick_index"})
+"""The blocks that hold fractions; every other block holds only 0 and 1."""
 
 _PHASES: Final = {"opening": 0, "play": 1, "aus_window": 2, "meld_window": 3}
 
