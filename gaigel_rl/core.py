@@ -64,6 +64,8 @@ class Episode:
         self.spec = MatchSpec(rules, deal_seed, hands, ("agent",) * n)
         self.seating = seating
         self.hand_index = -1
+        self.decisions = 0
+        """Actions applied so far, by every seat (what bench/rl.py counts)."""
         self.carry = [0.0] * n
         """Rewards of hands that ended at the deal (five Sevens, a redeal), paid with the next hand's."""
         self.state: GaigelState = self._deal_next()
@@ -101,6 +103,7 @@ class Episode:
         :raises IllegalActionError: for an action that is not legal now.
         """
         self.state.apply_checked(action)
+        self.decisions += 1
         if not self.state.is_terminal():
             return None
         paid, self.carry = self.carry, [0.0] * self.rules.players

@@ -31,7 +31,7 @@ from gaigel.deal import MAX_SEED
 from gaigel.match import Bot, DecisionRequest
 from gaigel_rl.core import Episode, Rewards, make_rules
 from gaigel_rl.pettingzoo_env import observation_space
-from gaigel_rl.tensor import action_mask, encode
+from gaigel_rl.tensor import action_mask, encode_state
 
 
 class GaigelSingleEnv(gym.Env[dict[str, Any], np.int64]):
@@ -122,7 +122,7 @@ class GaigelSingleEnv(gym.Env[dict[str, Any], np.int64]):
         ep = self.episode
         assert ep is not None
         legal = [] if ep.over or self._ended else ep.state.legal_actions()
-        return {"observation": encode(ep.observation(0)), "action_mask": action_mask(legal)}
+        return {"observation": encode_state(ep.state, ep.seat_of(0)), "action_mask": action_mask(legal)}
 
     def _info(self) -> dict[str, Any]:
         ep = self.episode

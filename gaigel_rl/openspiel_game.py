@@ -40,7 +40,7 @@ from gaigel.observation import Observation
 from gaigel.ruleset import Opening, Ruleset
 from gaigel.state import GaigelState
 from gaigel_rl.core import Rewards, make_rules
-from gaigel_rl.tensor import SCALARS, encode, layout, tensor_size
+from gaigel_rl.tensor import SCALARS, encode_state, layout, tensor_size
 
 SHORT_NAME = "python_gaigel"
 _FACE_DOWN_OPENINGS = (Opening.ANDERE_ALTE, Opening.HOEHER_HAT, Opening.TRUMPF_HOEHER)
@@ -245,11 +245,10 @@ class GaigelObserver:
     def set_from(self, state: GaigelOSState, player: int) -> None:
         if self.tensor is None:
             return
-        obs = state.observation_of(player)
-        if obs is None:
+        if state.gs is None:
             self.tensor.fill(0.0)
         else:
-            encode(obs, self.tensor)
+            encode_state(state.gs, player, self.tensor)
 
     def string_from(self, state: GaigelOSState, player: int) -> str:
         obs = state.observation_of(player)

@@ -27,7 +27,7 @@ from pettingzoo import AECEnv
 from gaigel.actions import NUM_ACTIONS, action_label
 from gaigel.deal import MAX_SEED
 from gaigel_rl.core import Episode, Rewards, make_rules
-from gaigel_rl.tensor import action_mask, encode, tensor_size
+from gaigel_rl.tensor import action_mask, encode_state, tensor_size
 
 
 def observation_space(players: int, sides: int) -> spaces.Dict:
@@ -92,8 +92,10 @@ class GaigelEnv(AECEnv[str, dict[str, Any], int]):
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
         self.infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
+        self._paid = False
         if self.episode.over:  # every hand ended at the deal
             self._pay(self.episode.carry)
+            self._accumulate_rewards()
             self.terminations = dict.fromkeys(self.agents, True)
         self.agent_selection = self.possible_agents[self.episode.to_act() if not self.episode.over else 0]
         self._set_infos()
@@ -102,9 +104,8 @@ class GaigelEnv(AECEnv[str, dict[str, Any], int]):
         ep = self.episode
         assert ep is not None, "reset() first"
         i = self._index[agent]
-        obs = ep.observation(i)
         legal = ep.state.legal_actions() if not ep.over and ep.to_act() == i else []
-        return {"observation": encode(obs), "action_mask": action_mask(legal)}
+        return {"observation": encode_state(ep.state, ep.seat_of(i)), "action_mask": action_mask(legal)}
 
     def step(self, action: int | None) -> None:
         agent = self.agent_selection
@@ -114,19 +115,22 @@ class GaigelEnv(AECEnv[str, dict[str, Any], int]):
         ep = self.episode
         assert ep is not None and action is not None
         self._cumulative_rewards[agent] = 0.0
-        self.rewards = dict.fromkeys(self.agents, 0.0)
+        if self._paid:  # (most steps pay nothing: reset the dicts only after a payout)
+            self.rewards = dict.fromkeys(self.agents, 0.0)
+            self._paid = False
         paid = ep.apply(int(action))
         if paid is not None:
             self._pay(paid)
+            self._set_infos()  # a new hand: the infos' hand index changed
+            self._accumulate_rewards()
         if ep.over:
             self.terminations = dict.fromkeys(self.agents, True)
         else:
             self.agent_selection = self.possible_agents[ep.to_act()]
-        self._set_infos()
-        self._accumulate_rewards()
 
     def _pay(self, paid: list[float]) -> None:
         self.rewards = {a: paid[i] for i, a in enumerate(self.possible_agents)}
+        self._paid = True
 
     def _set_infos(self) -> None:
         ep = self.episode

@@ -22,7 +22,9 @@ import numpy.typing as npt
 from gaigel.actions import NUM_ACTIONS
 from gaigel.cards import POINTS_OF
 from gaigel.observation import MeldView, Observation, SideScore, TrickView
+from gaigel.phase import Phase
 from gaigel.ruleset import Opening
+from gaigel.state import GaigelState
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 
@@ -31,13 +33,13 @@ Vector = npt.NDArray[np.float32]
 FEATURES: Final[tuple[tuple[str, Callable[[int, int], int], str], ...]] = (
     ("hand", lambda n, k: 48, "own cards, one bit per card id"),
     ("trick_cards", lambda n, k: 48 * n, "per relative seat, the card it played to the current trick (if visible)"),
-    ("trick_hidden", lambda n, k: n, "per relative seat, 1 if it played a face-down card this seat cannot see"),
-    ("trick_leader", lambda n, k: n, "the relative seat leading the current trick"),
-    ("trump_suit", lambda n, k: 4, "the trump suit (E, B, H, S)"),
     ("trump_card", lambda n, k: 48, "the trump card turned up at the deal"),
     ("face_up_card", lambda n, k: 48, "the card face up under the talon now (trump card or robbing Seven), if any"),
     ("played", lambda n, k: 48 * n, "per relative seat, the cards it played in completed tricks"),
     ("holdings", lambda n, k: 48 * n, "per relative seat, the cards publicly known to be in its hand (own seat too)"),
+    ("trick_hidden", lambda n, k: n, "per relative seat, 1 if it played a face-down card this seat cannot see"),
+    ("trick_leader", lambda n, k: n, "the relative seat leading the current trick"),
+    ("trump_suit", lambda n, k: 4, "the trump suit (E, B, H, S)"),
     ("melds", lambda n, k: 8 * n, "per relative seat, suit x (marriage, double marriage) it declared"),
     ("robbed_by", lambda n, k: n, "the relative seat that robbed the trump card, if any"),
     ("rob_reserved", lambda n, k: n, "the relative seat that reserved the robbery (rob.reservation), if any"),
@@ -56,11 +58,17 @@ FEATURES: Final[tuple[tuple[str, Callable[[int, int], int], str], ...]] = (
     ("totals", lambda n, k: k, "per relative side, the exposed total / 120 (0 when not exposed)"),
     ("trick_index", lambda n, k: 1, "completed tricks / tricks per hand"),
 )
-"""Name, size for (players, sides) and meaning of every block, in tensor order: the 0/1 blocks
-first, the blocks of fractions (:data:`SCALARS`) last."""
+"""Name, size for (players, sides) and meaning of every block, in tensor order: the blocks of
+48 cards first (:data:`CARD_BLOCKS`, filled at once from the engine's card masks), then the
+other 0/1 blocks, the blocks of fractions (:data:`SCALARS`) last."""
+
+CARD_BLOCKS: Final = ("hand", "trick_cards", "trump_card", "face_up_card", "played", "holdings")
+"""The leading blocks, 48 bits per card set each."""
 
 SCALARS: Final = frozenset({"talon_size", "tricks_won", "card_points", "meld_points", "totals", "trick_index"})
 """The blocks that hold fractions; every other block holds only 0 and 1."""
+
+_POINTS: Final = POINTS_OF
 
 _PHASES: Final = {"opening": 0, "play": 1, "aus_window": 2, "meld_window": 3}
 
@@ -78,7 +86,13 @@ def layout(players: int, sides: int) -> dict[str, tuple[int, int]]:
 
 def tensor_size(players: int, sides: int) -> int:
     """The length of the tensor for *players* seats and *sides* sides."""
-    return sum(size(players, sides) for _, size, _ in FEATURES)
+    size = _SIZES.get((players, sides))
+    if size is None:
+        size = _SIZES[(players, sides)] = sum(width(players, sides) for _, width, _ in FEATURES)
+    return size
+
+
+_SIZES: dict[tuple[int, int], int] = {}
 
 
 _LAYOUTS: dict[tuple[int, int], dict[str, int]] = {}
@@ -174,11 +188,108 @@ def encode(obs: Observation, out: Vector | None = None) -> Vector:
     return v
 
 
+def encode_state(state: GaigelState, seat: int, out: Vector | None = None) -> Vector:
+    """The tensor of *seat*'s observation of *state*, read straight from the state: the fast path.
+
+    Reads only what :func:`gaigel.observation.observe` shows *seat* (tests/rl check it equals
+    ``encode(state.observation(seat))`` at every decision, and stays equal when the hidden
+    cards are swapped); it skips building the :class:`Observation`, which costs more than a
+    decision of the engine.
+    """
+    n = state.n
+    rules = state.rules
+    k = state.num_sides
+    at = _starts(n, k)
+    v = np.zeros(tensor_size(n, k), np.float32) if out is None else out
+    if out is not None:
+        v.fill(0.0)
+    side_of = state.side_of
+    me = side_of[seat]
+    # The card blocks as one integer of 48-bit slots, unpacked in one call.
+    hands = state.hands
+    big = hands[seat]
+    leader = state.leader
+    ones: list[int] = []
+    hidden_base = at["trick_hidden"]
+    for i, c in enumerate(state.trick_cards):
+        r = (leader + i - seat) % n
+        if state.face_down and r:
+            ones.append(hidden_base + r)
+        else:
+            big |= 1 << (c + 48 * (1 + r))
+    big |= 1 << (state.trump_card + 48 * (1 + n))
+    if state.face_up >= 0:
+        big |= 1 << (state.face_up + 48 * (2 + n))
+    won = [0] * k
+    points = [0] * k
+    for t_leader, cards, winner in state.tricks:
+        for j, c in enumerate(cards):
+            big |= 1 << (c + 48 * (3 + n + (t_leader + j - seat) % n))
+        x = side_of[winner]
+        won[x] += 1
+        points[x] += sum([_POINTS[c] for c in cards])
+    known = state.known
+    for s in range(n):
+        held = known[s] & hands[s]
+        if held:
+            big |= held << (48 * (3 + 2 * n + (s - seat) % n))
+    width = 48 * (3 + 3 * n)
+    v[:width] = np.unpackbits(np.frombuffer(big.to_bytes(width // 8, "little"), np.uint8), bitorder="little")
+    ones.append(at["trick_leader"] + (leader - seat) % n)
+    ones.append(at["trump_suit"] + state.trump)
+    melded = [0] * k
+    meld_base = at["melds"]
+    for m_seat, suit, double, _, m_points in state.melds:
+        ones.append(meld_base + 8 * ((m_seat - seat) % n) + 2 * suit + int(double))
+        melded[side_of[m_seat]] += m_points
+    if state.robbed_by >= 0:
+        ones.append(at["robbed_by"] + (state.robbed_by - seat) % n)
+    if state.reserved_seat >= 0:
+        ones.append(at["rob_reserved"] + (state.reserved_seat - seat) % n)
+    phase = state.phase
+    if state.opening is not None:
+        ones.append(at["opening"] + int(state.opening))
+        if not state.tricks and phase == Phase.PLAY:
+            ones.append(at["first_trick"])
+    if state.declarer >= 0:
+        ones.append(at["dissle_declarer"] + (state.declarer - seat) % n)
+    if phase != Phase.TERMINAL:
+        ones.append(at["phase"] + int(phase))
+        ones.append(at["to_act"] + (state.to_act - seat) % n)
+    ones.append(at["forehand"] + (state.forehand - seat) % n)
+    partners = at["partners"]
+    ones.extend(partners + (s - seat) % n for s in rules.seats_of(me))
+    per_hand = 48 // n
+    exposed = rules.expose_scores
+    if exposed:
+        ones.append(at["scores_exposed"])
+    v[ones] = 1.0
+    # The fractions are the tail of the tensor, in FEATURES order: one slice assignment.
+    won_r, points_r, melded_r, totals_r = [0.0] * k, [0.0] * k, [0.0] * k, [0.0] * k
+    for x in range(k):
+        r = (x - me) % k
+        won_r[r] = won[x] / per_hand
+        points_r[r] = points[x] / 120.0
+        melded_r[r] = melded[x] / 120.0
+        if exposed:
+            totals_r[r] = state.side_total(x) / 120.0
+    v[at["talon_size"] :] = [
+        state.talon_size / 48.0,
+        *won_r,
+        *points_r,
+        *melded_r,
+        *totals_r,
+        len(state.tricks) / per_hand,
+    ]
+    return v
+
+
 def action_mask(legal: Sequence[int]) -> npt.NDArray[np.int8]:
     """The 165-entry mask over the protocol's action ids: 1 for each legal action."""
-    mask = np.zeros(NUM_ACTIONS, np.int8)
-    mask[list(legal)] = 1
-    return mask
+    mask = bytearray(NUM_ACTIONS)
+    for a in legal:
+        mask[a] = 1
+    return np.frombuffer(mask, np.int8)
 
 
 # --- from the protocol ----------------------------------------------------------------------

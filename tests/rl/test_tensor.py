@@ -13,7 +13,7 @@ from gaigel.determinize import determinize
 from gaigel.observation import Observation
 from gaigel.ruleset import Ruleset, preset
 from gaigel.state import GaigelState
-from gaigel_rl.tensor import FEATURES, encode, encode_proto, layout, tensor_size
+from gaigel_rl.tensor import CARD_BLOCKS, FEATURES, encode, encode_proto, encode_state, layout, tensor_size
 from gaigel_server import codec
 
 GAMES = [(n, p) for n in (2, 3, 4, 6) for p in ("default", "parlett")]
@@ -36,11 +36,14 @@ def test_tensor_from_the_protocol_equals_the_tensor_from_the_engine(players: int
     rules = preset(name, players)
     sides = [rules.seats_of(x) for x in range(rules.num_sides)]
     count = 0
-    for k, _, obs in decisions(rules, seed=players * 7 + len(name), hands=8):
+    for k, state, obs in decisions(rules, seed=players * 7 + len(name), hands=8):
         mine = encode(obs)
         theirs = encode_proto(codec.observation(obs, k), sides)
         assert mine.shape == (tensor_size(players, rules.num_sides),)
-        np.testing.assert_array_equal(mine, theirs, err_msg=f"hand {k}, seat {obs.seat}, phase {obs.phase}")
+        where = f"hand {k}, seat {obs.seat}, phase {obs.phase}"
+        np.testing.assert_array_equal(mine, theirs, err_msg=where)
+        for seat in range(players):  # the fast path from the state, for the one to act and the others
+            np.testing.assert_array_equal(encode_state(state, seat), encode(state.observation(seat)), err_msg=where)
         count += 1
     assert count >= 16  # (random Aus calls end many parlett hands early)
 
@@ -61,6 +64,7 @@ def test_tensor_never_depends_on_hidden_cards(players: int, name: str) -> None:
         ):
             swapped += 1
         np.testing.assert_array_equal(encode(other.observation(seat)), encode(obs))
+        np.testing.assert_array_equal(encode_state(other, seat), encode_state(state, seat))
     assert swapped > total // 2  # the hidden cards really were different
 
 
@@ -69,6 +73,7 @@ def test_blocks_cover_the_tensor_and_each_bit_comes_from_its_block() -> None:
     lay = layout(4, 2)
     assert sum(size for _, size in lay.values()) == tensor_size(4, 2)
     assert [name for name, _, _ in FEATURES] == list(lay)
+    assert list(lay)[: len(CARD_BLOCKS)] == list(CARD_BLOCKS)
     _, state, obs = next(decisions(rules, seed=1, hands=1))
     v = encode(obs)
     start, size = lay["hand"]
