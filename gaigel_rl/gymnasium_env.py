@@ -74,18 +74,23 @@ class GaigelSingleEnv(gym.Env[dict[str, Any], np.int64]):
         if seed is not None:
             self._rng = random.Random(seed)
         opts = options or {}
-        deal_seed = opts.get("deal_seed")
-        if deal_seed is None:
-            deal_seed = self._rng.randint(0, MAX_SEED)
-        ep = self.episode = Episode(
-            self.rules, self.hands, int(deal_seed), int(opts.get("seating", 0)), self.reward_config
-        )
-        for i, bot in enumerate(self.opponents, start=1):
-            seat = ep.seat_of(i)
-            bot.start_match(spec_for_bot(ep.spec, bot_seed(ep.spec.seed, seat, "gymnasium")), seat)
-        self._reward = 0.0
-        self._ended = False
-        self._advance()
+        given = opts.get("deal_seed")
+        while True:
+            deal_seed = self._rng.randint(0, MAX_SEED) if given is None else int(given)
+            ep = self.episode = Episode(
+                self.rules, self.hands, deal_seed, int(opts.get("seating", 0)), self.reward_config
+            )
+            for i, bot in enumerate(self.opponents, start=1):
+                seat = ep.seat_of(i)
+                bot.start_match(spec_for_bot(ep.spec, bot_seed(ep.spec.seed, seat, "gymnasium")), seat)
+            self._reward = 0.0
+            self._ended = False
+            self._advance()
+            # An episode over before the learner's first decision (five Sevens dealt, a redeal)
+            # is dealt again from the next seed; with a given deal seed it is returned as it is,
+            # with an empty action mask and info["over"] set.
+            if not ep.over or given is not None:
+                break
         return self._obs(), self._info()
 
     def step(self, action: np.int64 | int) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
@@ -127,7 +132,7 @@ class GaigelSingleEnv(gym.Env[dict[str, Any], np.int64]):
     def _info(self) -> dict[str, Any]:
         ep = self.episode
         assert ep is not None
-        return {"seat": ep.seat_of(0), "hand_index": ep.hand_index}
+        return {"seat": ep.seat_of(0), "hand_index": ep.hand_index, "over": ep.over or self._ended}
 
     def legal_mask(self) -> np.ndarray[Any, np.dtype[np.int8]]:
         """The learner's action mask now (all zero once the episode is over)."""
