@@ -98,3 +98,31 @@ def test_a_seat_sees_itself_at_relative_seat_zero() -> None:
         mine = {c for t in obs.tricks for j, c in enumerate(t.cards) if (t.leader + j) % 3 == obs.seat}
         assert set(np.flatnonzero(v[start : start + 48]).tolist()) == mine
         _ = state
+
+
+def test_docs_list_every_block_with_its_size_and_meaning() -> None:
+    """docs/rl.md's table of blocks is FEATURES: same order, sizes and meanings."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "rl.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| ([^|]+) \|$", text, flags=re.M)
+    assert [name for name, _, _ in rows] == [name for name, _, _ in FEATURES]
+    for (name, size, meaning), (_, width, doc) in zip(rows, FEATURES, strict=True):
+        assert meaning.strip() == doc, name
+        for n, k in ((2, 2), (3, 3), (4, 2), (6, 3)):
+            assert eval(size, {"n": n, "k": k}) == width(n, k), name
+    sizes = re.search(r"489 at 2 players, 653 at 3, 809 at 4, 1129 at 6 \(2x3 teams\), 1133 at 6", text)
+    assert sizes and [
+        tensor_size(2, 2),
+        tensor_size(3, 3),
+        tensor_size(4, 2),
+        tensor_size(6, 2),
+        tensor_size(6, 3),
+    ] == [
+        489,
+        653,
+        809,
+        1129,
+        1133,
+    ]
