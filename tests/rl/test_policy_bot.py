@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GAIGEL = str(Path(sys.executable).with_name("gaigel"))
 POLICY = ROOT / "examples" / "rl" / "policy-2p.npz"
 BOT = [sys.executable, "-m", "gaigel_rl.bot", str(POLICY)]
+SLOW_CLOCK = ["--decision-time", "10", "--bank", "60", "--time-limit", "280"]
+"""Generous clocks: on a loaded machine a timeout fallback would play a move that is not the policy's."""
 
 
 def test_the_trained_policy_is_committed_and_loads() -> None:
@@ -40,13 +42,27 @@ def test_check_bot_passes_the_policy_bot() -> None:
 def test_over_grpc_it_plays_what_the_policy_chooses_in_process(tmp_path: Path) -> None:
     record = tmp_path / "match.json"
     r = subprocess.run(
-        [GAIGEL, "try", "--players", "2", "--hands", "2", "--house", "random", "--record", str(record), "--", *BOT],
+        [
+            GAIGEL,
+            "try",
+            "--players",
+            "2",
+            "--hands",
+            "2",
+            "--house",
+            "random",
+            *SLOW_CLOCK,
+            "--record",
+            str(record),
+            "--",
+            *BOT,
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=300,
     )
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr  # (no fault: a timeout fallback would not be the policy's move)
     data = json.loads(record.read_text())
     spec = spec_from_record(data)
     policy = LinearPolicy.load(POLICY)
