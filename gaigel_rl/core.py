@@ -65,6 +65,8 @@ class Episode:
         self.seating = seating
         self.hand_index = -1
         self.decisions = 0
+        self._legal: list[int] = []
+        self._legal_key = (-2, -1)
         """Actions applied so far, by every seat (what bench/rl.py counts)."""
         self.carry = [0.0] * n
         """Rewards of hands that ended at the deal (five Sevens, a redeal), paid with the next hand's."""
@@ -90,6 +92,14 @@ class Episode:
         """The agent to decide (only while not :attr:`over`)."""
         return self.agent_at(self.state.to_act)
 
+    def legal(self) -> list[int]:
+        """The legal actions now, computed once per decision (the adapters ask for them twice)."""
+        key = (self.hand_index, self.decisions)
+        if self._legal_key != key:
+            self._legal = self.state.legal_actions()
+            self._legal_key = key
+        return self._legal
+
     def observation(self, agent: int) -> Observation:
         """What *agent* may know now."""
         return self.state.observation(self.seat_of(agent))
@@ -102,7 +112,10 @@ class Episode:
 
         :raises IllegalActionError: for an action that is not legal now.
         """
-        self.state.apply_checked(action)
+        if action in self.legal():
+            self.state.apply(action)
+        else:
+            self.state.apply_checked(action)  # raises, with the engine's reason
         self.decisions += 1
         if not self.state.is_terminal():
             return None

@@ -100,7 +100,7 @@ class GaigelSingleEnv(gym.Env[dict[str, Any], np.int64]):
             raise RuntimeError("the episode is over: reset() first")
         self._reward = 0.0
         action = int(action)
-        if self.on_illegal == "lose" and action not in ep.state.legal_actions():
+        if self.on_illegal == "lose" and action not in ep.legal():
             self._ended = True
             return self._obs(), self.illegal_reward, True, False, {**self._info(), "illegal": True}
         self._add(ep.apply(action))
@@ -119,14 +119,14 @@ class GaigelSingleEnv(gym.Env[dict[str, Any], np.int64]):
             state = ep.state
             seat = state.to_act
             request = DecisionRequest(
-                seat, ep.hand_index, tuple(state.legal_actions()), partial(state.observation, seat), self.rules
+                seat, ep.hand_index, tuple(ep.legal()), partial(state.observation, seat), self.rules
             )
             self._add(ep.apply(self.opponents[agent - 1].decide(request)))
 
     def _obs(self) -> dict[str, Any]:
         ep = self.episode
         assert ep is not None
-        legal = [] if ep.over or self._ended else ep.state.legal_actions()
+        legal = [] if ep.over or self._ended else ep.legal()
         return {"observation": encode_state(ep.state, ep.seat_of(0)), "action_mask": action_mask(legal)}
 
     def _info(self) -> dict[str, Any]:

@@ -104,7 +104,7 @@ class GaigelEnv(AECEnv[str, dict[str, Any], int]):
         ep = self.episode
         assert ep is not None, "reset() first"
         i = self._index[agent]
-        legal = ep.state.legal_actions() if not ep.over and ep.to_act() == i else []
+        legal = ep.legal() if not ep.over and ep.to_act() == i else []
         return {"observation": encode_state(ep.state, ep.seat_of(i)), "action_mask": action_mask(legal)}
 
     def step(self, action: int | None) -> None:
