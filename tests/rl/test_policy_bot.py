@@ -91,3 +91,9 @@ def test_a_missing_policy_file_is_one_clear_line_and_exit_2(tmp_path: Path) -> N
     r = subprocess.run([sys.executable, "-m", "gaigel_rl.bot", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not a gaigel-linear-policy-v1 file" in r.stderr
     _ = pytest
+
+
+def test_the_arena_sandbox_lets_the_policy_bot_import_gaigel_rl() -> None:
+    from gaigel_arena.bwrap import project_paths
+
+    assert ROOT / "gaigel_rl" in [p.resolve() for p in project_paths()]
