@@ -80,9 +80,11 @@ _PROJECT_MODULES = (
     "gaigel_server",
     "gaigel_harness",
     "gaigel_arena",
+    "gaigel_rl",
 )
 """The project's top-level modules a bot may import: the SDK, the engine and its compiled part,
-and the packages behind the ``gaigel`` command (``gaigel bot``, the ``gaigel stdio-bot`` bridge).
+the packages behind the ``gaigel`` command (``gaigel bot``, the ``gaigel stdio-bot`` bridge)
+and ``gaigel_rl`` (its policy bot, ``python -m gaigel_rl.bot``).
 Open source, no secret in them; an editable install keeps them in the checkout."""
 
 

@@ -12,6 +12,7 @@ The layers, lowest first (a package may import only those listed for it)::
     gaigel_server   the match server: gaigel, gaigel_api
     gaigel_harness  bot tools (try, check-bot, house and chaos bots, stdio bridge): all of the above
     gaigel_arena    the tournament runner: gaigel, gaigel_api, gaigel_server, gaigel_harness
+    gaigel_rl       learning-agent adapters and the policy bot (optional extra rl): gaigel, gaigel_api, gaigel_client
 
 Every import that runs counts, also one inside a function: a lazy import is still a dependency.
 Imports under ``if TYPE_CHECKING:`` do not (they are never executed).
@@ -34,6 +35,7 @@ SOURCES: dict[str, Path] = {
     "gaigel_server": ROOT / "server" / "gaigel_server",
     "gaigel_harness": ROOT / "server" / "gaigel_harness",
     "gaigel_arena": ROOT / "arena" / "gaigel_arena",
+    "gaigel_rl": ROOT / "gaigel_rl",
 }
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -43,6 +45,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "gaigel_server": frozenset({"gaigel", "gaigel_api"}),
     "gaigel_harness": frozenset({"gaigel", "gaigel_api", "gaigel_client", "gaigel_server"}),
     "gaigel_arena": frozenset({"gaigel", "gaigel_api", "gaigel_server", "gaigel_harness"}),
+    "gaigel_rl": frozenset({"gaigel", "gaigel_api", "gaigel_client"}),
 }
 
 STDLIB_ONLY = frozenset({"gaigel"})
