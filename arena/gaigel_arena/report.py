@@ -68,6 +68,9 @@ class MatchEntry:
     """The match record on disk, when it was kept and is found."""
     faults: tuple[dict[str, Any], ...] | None
     """The record's faults (``seat``, ``reason``, ...), None when not read or no record."""
+    revealed: bool = True
+    """Whether every match that plays this deal seed is done: only then are the seed and the
+    viewer page (the deal, card by card) shown; before, *record* is None and the seed hidden."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,8 +109,16 @@ def _read_faults(record: Path) -> tuple[dict[str, Any], ...] | None:
     return tuple(f for f in faults if isinstance(f, dict)) if isinstance(faults, list) else None
 
 
+def revealed_seeds(rows: list[JournalRow]) -> set[int]:
+    """The deal seeds every match of which is done. A seed is shared by all seatings of a duplicate
+    set and by every group of the same set number, so the deal of one match tells those still to come."""
+    seeds = {row.seed for row in rows}
+    return seeds - {row.seed for row in rows if row.status != "done"}
+
+
 def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | None) -> tuple[MatchEntry, ...]:
     out = []
+    shown = revealed_seeds(rows)
     for row in rows:
         record = _find_record(row, folder) if row.status == "done" else None
         faults = None
@@ -125,8 +136,9 @@ def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | No
                 row.status,
                 row.result,
                 row.duration_s,
-                record,
+                record if row.seed in shown else None,
                 faults,
+                row.seed in shown,
             )
         )
     return tuple(out)
@@ -232,8 +244,17 @@ def report_dict(report: ArenaReport) -> dict[str, Any]:
         "bots": bots,
         "presence": report.presence,
         "standings": report.standings.to_dict(),
-        "config": report.config,
+        "config": _published_config(report),
     }
+
+
+def _published_config(report: ArenaReport) -> dict[str, Any]:
+    """The config as published: the arena seed (from which every deal seed follows) is null until
+    every match is done."""
+    if all(e.revealed for e in report.matches):
+        return report.config
+    arena = {**report.config.get("arena", {}), "seed": None}
+    return {**report.config, "arena": arena}
 
 
 UNKNOWN_INTERVAL_NOTE = (
@@ -447,9 +468,14 @@ def _match_rows(report: ArenaReport, pages: Mapping[str, str]) -> list[str]:
         else:
             faults = "<td>0</td>"
         duration = _duration_text(e.duration_s)
+        seed = (
+            e.seed
+            if e.revealed
+            else '<span class="muted" title="shown once every match of this deal is done">hidden</span>'
+        )
         rows.append(
             f'<tr data-match="{esc(e.match_id)}" data-status="{esc(e.status)}"><td>{e.index}</td>'
-            f'<td class="name">{name}</td><td class="name">{bots}</td><td>{e.seed}</td>'
+            f'<td class="name">{name}</td><td class="name">{bots}</td><td>{seed}</td>'
             f'<td class="name result">{esc(text)}</td><td>{hands}</td>{faults}<td>{duration}</td></tr>'
         )
     return rows
