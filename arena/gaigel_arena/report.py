@@ -7,10 +7,12 @@ and pass them through :mod:`gaigel_arena.ratings`, exactly as the runner does.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import html
 import json
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -186,7 +188,8 @@ def load_report(
         db = path / DEFAULT_DB_NAME if path.is_dir() else path
         folder = path if path.is_dir() else path.parent
         if not db.exists():
-            raise JournalError(f"no arena journal in {path} (expected {db})")
+            where = f"{path} (no folder or file of that name)" if not path.exists() else f"{path} (no {db.name} there)"
+            raise JournalError(f"no arena journal in {where}; give the --out folder of `gaigel arena run`")
     with Journal.open_existing(db) as journal:
         config = journal.config()
         counts = journal.counts()
@@ -652,32 +655,62 @@ MATCH_PAGES = "matches"
 """The folder (next to the report page) that holds the viewer page of every match."""
 
 
-def write_html_report(report: ArenaReport, page: Path) -> int:
+def write_html_report(report: ArenaReport, page: Path, jobs: int | None = None) -> int:
     """Writes *page* and a viewer page per kept match record into ``matches/`` next to it.
 
-    A viewer page newer than its record is kept as it is (a rerun writes only new matches).
-    Returns how many viewer pages were written.
+    The viewer pages hold a compact view of their match and share one ``viewer.js`` and
+    ``viewer.css`` in that folder; they are built in *jobs* processes (default: one per core),
+    since replaying every record is most of the work. A viewer page newer than its record is
+    kept as it is (a rerun writes only new matches). Returns how many viewer pages were written.
 
     :raises OSError: if the page or the folder cannot be written.
     """
-    from gaigel_harness.viewer import ViewerError, write_viewer
+    from gaigel_harness.viewer import viewer_assets
 
     folder = page.parent / MATCH_PAGES
-    pages: dict[str, str] = {}
-    written = 0
+    todo: list[tuple[str, str]] = []
+    kept: set[str] = set()
     for entry in report.matches:
         if entry.record is None:
             continue
         target = folder / f"{entry.match_id}.html"
-        if not target.is_file() or target.stat().st_mtime < entry.record.stat().st_mtime:
-            folder.mkdir(parents=True, exist_ok=True)
-            try:
-                write_viewer(entry.record, target)
-            except ViewerError:
-                continue  # a record that does not replay gets no link; `gaigel replay` says why
-            written += 1
-        pages[entry.match_id] = f"{MATCH_PAGES}/{entry.match_id}.html"
-    tmp = page.with_name(page.name + ".tmp")
-    tmp.write_text(render_html(report, pages), encoding="utf-8")
-    tmp.replace(page)
-    return written
+        if target.is_file() and target.stat().st_mtime >= entry.record.stat().st_mtime:
+            kept.add(entry.match_id)
+        else:
+            todo.append((str(entry.record), str(target)))
+    written: set[str] = set()
+    if todo:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in viewer_assets().items():  # the current script, for the old pages too
+            _write_atomic(folder / name, text)
+        workers = min(jobs or os.cpu_count() or 1, max(1, len(todo) // 20))  # a process for 20 pages at least
+        if workers > 1:
+            with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+                done = list(pool.map(_write_viewer_page, todo, chunksize=max(1, len(todo) // (4 * workers))))
+        else:
+            done = [_write_viewer_page(job) for job in todo]
+        written = {Path(target).stem for (_, target), ok in zip(todo, done, strict=True) if ok}
+    pages = {m: f"{MATCH_PAGES}/{m}.html" for m in kept | written}
+    _write_atomic(page, render_html(report, pages))
+    return len(written)
+
+
+def _write_viewer_page(job: tuple[str, str]) -> bool:
+    """Writes the shared-script viewer page of one record; False for a record that does not replay
+    (it gets no link; ``gaigel replay`` says why)."""
+    from gaigel.record import RecordError, load_record
+    from gaigel_harness.viewer import ViewerError, build_view, render_viewer
+
+    record, target = job
+    try:
+        view = build_view(load_record(record), compact=True)
+    except (RecordError, ViewerError):
+        return False
+    _write_atomic(Path(target), render_viewer(view, shared=True))
+    return True
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -72,7 +72,58 @@ code.reason { background: #d32f2f; color: #fff; padding: 0 0.3em; border-radius:
 JS = r"""
 "use strict";
 const DATA = JSON.parse(document.getElementById("match-data").textContent);
-const STEPS = DATA.steps;
+const STEPS = DATA.packed ? deriveViews(unpack(DATA.packed)) : DATA.steps;
+
+// A packed step holds what changed since the step before ("~": the keys gone); see pack_steps.
+function unpack(packed) {
+  const out = [];
+  let prev = {views: {}};
+  for (const d of packed.steps) {
+    const step = Object.assign({}, prev, d);
+    for (const k of d["~"] || []) delete step[k];
+    delete step["~"];
+    step.views = {};
+    for (const key of Object.keys(d.views)) {
+      const delta = d.views[key], before = prev.views[key] || {};
+      const view = Object.assign({}, before, delta);
+      for (const k of delta["~"] || []) delete view[k];
+      delete view["~"];
+      if (typeof delta.talon === "number") view.talon = before.talon.slice(delta.talon);
+      if (delta.decision && delta.decision.legal) {
+        view.decision = Object.assign({}, delta.decision, {legal: delta.decision.legal.map(i => packed.labels[i])});
+      }
+      step.views[key] = view;
+    }
+    out.push(step);
+    prev = step;
+  }
+  return out;
+}
+
+// A compact page holds the omniscient view only: each seat's view is what the viewer's
+// _seat_view builds, from it, the publicly known cards and who missed a face-down card.
+function seatView(step, all, seat) {
+  const view = Object.assign({}, all);
+  view.hands = all.hands.map((hand, s) => s === seat ? hand
+    : step.known[s].concat(new Array(hand.length - step.known[s].length).fill(null)));
+  view.trick = all.trick.map(t => ({seat: t.seat, card: t.down && t.seat !== seat ? null : t.card, down: t.down}));
+  view.talon = null;
+  view.scores = DATA.expose_scores ? all.scores : null;
+  if (all.decision) {
+    const d = all.decision, mine = d.seat === seat;
+    const hidden = !mine && (d.hidden_from || []).includes(seat);
+    view.decision = {seat: d.seat, label: hidden ? "play (a face-down card)" : d.label, ms: d.ms, flags: d.flags,
+                     legal: mine ? d.legal : null};
+  }
+  return view;
+}
+
+function deriveViews(steps) {
+  for (const step of steps) {
+    for (let s = 0; s < DATA.players; s++) step.views[String(s)] = seatView(step, step.views.all, s);
+  }
+  return steps;
+}
 const SUITS = {E: ["\u2663", "Eichel"], B: ["\u2660", "Blatt"], H: ["\u2665", "Herz"], S: ["\u2666", "Schellen"]};
 const RANKS = {A: "A", T: "10", K: "K", O: "O", U: "U", "7": "7"};
 let cur = 0;

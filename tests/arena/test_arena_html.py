@@ -291,6 +291,7 @@ class TestLiveReport:
             assert [r["data-match"][:5] for r in rows if r["data-status"] == "done"] == ["s0000"] * 6 + ["s0001"] * 2
             viewer = _get(base + links[0])
             assert 'id="match-data"' in viewer and links[0].split("/")[-1][: -len(".html")] in viewer
+            assert '<script src="viewer.js">' in viewer and "function unpack" in _get(base + "matches/viewer.js")
             for early in [r["data-match"] for r in rows if r["data-status"] == "done"][6:]:
                 with pytest.raises(urllib.error.HTTPError) as hidden:
                     _get(f"{base}matches/{early}.html")  # played, but its deal is still to come at other tables
