@@ -33,10 +33,10 @@ A configuration looks like this (every key but ``[[bots]]`` has a default)::
     [[bots]]
     name = "stranger"
     build = "submissions/stranger"      # ... or a submission folder with a Dockerfile
-    sandbox = "podman"                  # or an image = "..."; sandbox: auto, podman, process, none
+    sandbox = "podman"                  # or an image = "..."; sandbox: auto, bwrap, podman, process, none
 
     [sandbox]                          # limits of sandboxed command bots (docs/operator-guide.md)
-    default = "auto"                    # podman for bots with an image where podman exists, else process
+    default = "auto"                    # podman for bots with an image where podman exists, else bwrap
     memory_mb = 512
 
     [[bots]]
@@ -70,7 +70,7 @@ from typing import Any, Literal
 
 from gaigel.deal import STANDARD_PLAYER_COUNTS, player_counts_text
 from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
-from gaigel_arena.sandbox import SANDBOXES, SandboxConfig, parse_sandbox
+from gaigel_arena.sandbox import LIMIT_KEYS, SANDBOXES, SandboxConfig, parse_limits, parse_sandbox
 from gaigel_arena.schedule import check_unambiguous_ids
 from gaigel_server.auth import check_bot_name
 
@@ -102,6 +102,12 @@ class BotConfig:
     """Container image of a sandboxed bot (``command`` then runs in it, else its CMD)."""
     build: str = ""
     """Submission folder whose Dockerfile the arena builds into the bot's image."""
+    folder: str = ""
+    """The bot's submission folder (absolute): read-only in the ``bwrap`` sandbox, hidden from other bots."""
+    limits: tuple[tuple[str, Any], ...] = ()
+    """This bot's overrides of the ``[sandbox]`` limits (``limits = { memory_mb = 2048 }``)."""
+    pass_env: tuple[str, ...] = ()
+    """Names of the organiser's environment variables this bot gets (besides ``[sandbox] pass_env``)."""
 
     def canonical(self) -> dict[str, Any]:
         """JSON-ready description; a remote bot's token is left out (a credential, not a result:
@@ -156,6 +162,9 @@ class ArenaConfig:
     executor: str = "auto"
     sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
     """How command bots are confined; like ``workers``, never part of the config hash."""
+    run_dir: str = ""
+    """The arena's output folder (set by the runner, not the config file): bot logs go to its
+    ``logs`` folder, and sandboxed bots never see it. Not hashed."""
     ray_address: str | None = None
     """Ray cluster for ``executor = "ray"`` (``HOST:PORT``, ``auto``, ``ray://HOST:PORT`` or
     ``local``); None: ``RAY_ADDRESS`` or a local cluster. Never part of the config hash."""
@@ -433,9 +442,36 @@ def _remote_token(entry: Mapping[str, Any], where: str, base_dir: Path | None) -
     return token
 
 
-def _sandbox_keys(entry: Mapping[str, Any], where: str, base_dir: Path | None) -> dict[str, str]:
-    """The bot's ``sandbox``, ``image`` and ``build`` keys, checked; ``build`` made absolute."""
-    out: dict[str, str] = {}
+def _sandbox_keys(entry: Mapping[str, Any], where: str, base_dir: Path | None) -> dict[str, Any]:
+    """The bot's ``sandbox``, ``image``, ``build``, ``folder``, ``limits`` and ``pass_env`` keys,
+    checked; ``build`` and ``folder`` made absolute."""
+    out: dict[str, Any] = {}
+    if "limits" in entry:
+        limits = entry["limits"]
+        if not isinstance(limits, Mapping):
+            raise ConfigError(f"{where}: limits must be a table, e.g. limits = {{ memory_mb = 1024 }}")
+        unknown = sorted(set(limits) - set(LIMIT_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key(s) in limits: {', '.join(unknown)} (allowed: {', '.join(LIMIT_KEYS)})"
+            )
+        try:
+            out["limits"] = tuple(sorted(parse_limits(limits).items()))
+        except ValueError as e:
+            raise ConfigError(f"{where}: {str(e).replace('sandbox.', 'limits.')}") from None
+    if "pass_env" in entry:
+        names = entry["pass_env"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}: pass_env must be a list of variable names, got {names!r}")
+        out["pass_env"] = tuple(names)
+    if "folder" in entry:
+        value = entry["folder"]
+        folder = Path(value) if isinstance(value, str) and value.strip() else None
+        if folder is not None and not folder.is_absolute() and base_dir is not None:
+            folder = base_dir / folder
+        if folder is None or not folder.is_dir():
+            raise ConfigError(f"{where}: folder = {value!r} is not a folder")
+        out["folder"] = str(folder.resolve())
     for key in ("sandbox", "image", "build"):
         if key in entry:
             value = entry[key]
@@ -478,6 +514,9 @@ def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]
             "sandbox",
             "image",
             "build",
+            "folder",
+            "limits",
+            "pass_env",
         }
         unknown = sorted(set(entry) - allowed)
         if unknown:
@@ -500,7 +539,7 @@ def _parse_bots(raw: Any, base_dir: Path | None = None) -> tuple[BotConfig, ...]
         if not kinds and ("image" in sandboxing or "build" in sandboxing):
             kinds = ["command"]  # the image's own CMD
         if sandboxing and kinds != ["command"]:
-            raise ConfigError(f"{where}: sandbox, image and build are only for command bots")
+            raise ConfigError(f"{where}: {', '.join(sorted(sandboxing))} only for command bots")
         if len(kinds) != 1:
             raise ConfigError(f'{where} needs exactly one of house = "...", command = [...] or remote = true')
         if any(k in entry for k in ("token", "token_env", "token_file")) and kinds != ["remote"]:

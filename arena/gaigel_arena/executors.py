@@ -38,6 +38,8 @@ from gaigel.ruleset import Ruleset
 from gaigel_arena.config import BotConfig
 
 __all__ = [
+    "DISQUALIFIED",
+    "BotFailure",
     "Executor",
     "InlineExecutor",
     "LocalExecutor",
@@ -45,7 +47,58 @@ __all__ = [
     "MatchOutcome",
     "play_house_match",
     "play_local_match",
+    "unplayed_forfeit",
 ]
+
+
+class BotFailure(RuntimeError):
+    """A match that cannot be played because one of its bots cannot: it exited before it joined,
+    or its processes keep exiting. Void for this attempt; the runner counts these per bot and
+    disqualifies the bot after :data:`gaigel_arena.runner.MAX_BOT_FAILURES` (the contest goes on)."""
+
+    def __init__(self, bot: str, message: str) -> None:
+        super().__init__(message)
+        self.bot = bot
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (BotFailure, (self.bot, str(self)))
+
+
+DISQUALIFIED = "DISQUALIFIED"
+"""Reason code of a forfeit, without a match played, of a bot disqualified for repeated failures."""
+
+
+def unplayed_forfeit(
+    ruleset: Ruleset, seats: tuple[str, ...], losers: list[str], reason: str, message: str
+) -> dict[str, Any]:
+    """The result of a match not played: the sides with a bot of *losers* forfeit (all sides when every
+    side has one), with *reason* and *message* in ``forfeit``."""
+    sides = [seats[ruleset.seats_of(x)[0]] for x in range(ruleset.num_sides)]
+    lost = [x for x in range(ruleset.num_sides) if any(seats[s] in losers for s in ruleset.seats_of(x))]
+    first = lost[0]
+    return {
+        "winners": [x for x in range(ruleset.num_sides) if x not in lost] or lost,
+        "sides": [
+            {
+                "side": x,
+                "seats": list(ruleset.seats_of(x)),
+                "bots": [seats[s] for s in ruleset.seats_of(x)],
+                "hands_won": 0,
+                "dashes": 0,
+            }
+            for x in range(ruleset.num_sides)
+        ],
+        "termination": "forfeit",
+        "hands_played": 0,
+        "forfeit_sides": lost,
+        "forfeit": {
+            "side": first,
+            "seat": ruleset.seats_of(first)[0],
+            "bot": sides[first],
+            "reason": reason,
+            "message": message,
+        },
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -71,9 +71,10 @@ from typing import Any
 import structlog
 
 from gaigel.record import write_json_atomic
-from gaigel_arena import sandbox
+from gaigel_arena import bwrap, cgroup, sandbox
+from gaigel_arena.botlog import BotLog
 from gaigel_arena.config import ArenaConfig, BotConfig
-from gaigel_arena.executors import MatchJob, MatchOutcome
+from gaigel_arena.executors import BotFailure, MatchJob, MatchOutcome, unplayed_forfeit
 from gaigel_harness.launch import bot_environment, find_program
 
 __all__ = ["ABSENT", "GrpcExecutor", "Presence", "absent_result", "forfeit_reason"]
@@ -97,23 +98,6 @@ MAX_RESTARTS = 10
 RESTART_WINDOW_S = 60.0
 """A bot command that cannot start is caught within seconds; one that crashes now and then
 over an overnight run is restarted every time (its matches are forfeits, not a stopped arena)."""
-
-_LAUNCHER = """
-import ctypes, os, signal, sys
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the runner
-except (OSError, AttributeError):
-    pass
-if os.getppid() != int(sys.argv[1]):  # the runner died before the signal was armed
-    os._exit(1)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])  # the signal survives exec
-except OSError as e:
-    sys.stderr.write(f"cannot start {sys.argv[2]}: {e.strerror}\\n")
-    os._exit(127)
-"""
-"""Runs ``python -I -c _LAUNCHER RUNNER_PID COMMAND...`` on Linux: arms the parent-death
-signal, then becomes the bot command."""
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -155,33 +139,9 @@ def forfeit_reason(record: dict[str, Any]) -> dict[str, Any] | None:
 
 def absent_result(job: MatchJob, sides: tuple[str, ...], absent: list[str], wait_s: float) -> dict[str, Any]:
     """The result of a match not played because remote bot(s) *absent* stayed away: their sides forfeit."""
-    rules = job.ruleset
-    lost = [x for x, bot in enumerate(sides) if bot in absent]
-    first = lost[0]
-    seat = rules.seats_of(first)[0]
-    return {
-        "winners": [x for x in range(rules.num_sides) if x not in lost] or lost,
-        "sides": [
-            {
-                "side": x,
-                "seats": list(rules.seats_of(x)),
-                "bots": [job.seats[s] for s in rules.seats_of(x)],
-                "hands_won": 0,
-                "dashes": 0,
-            }
-            for x in range(rules.num_sides)
-        ],
-        "termination": "forfeit",
-        "hands_played": 0,
-        "forfeit_sides": lost,
-        "forfeit": {
-            "side": first,
-            "seat": seat,
-            "bot": sides[first],
-            "reason": ABSENT,
-            "message": f"remote bot(s) {', '.join(absent)} not connected within {wait_s:g} s; the match was not played",
-        },
-    }
+    del sides  # (the sides follow from the seats)
+    message = f"remote bot(s) {', '.join(absent)} not connected within {wait_s:g} s; the match was not played"
+    return unplayed_forfeit(job.ruleset, job.seats, absent, ABSENT, message)
 
 
 def match_alias(bot: str) -> str:
@@ -294,12 +254,28 @@ class GrpcExecutor:
         self._stub: Any = None
         self._channel: Any = None
         self._closing = False
-        self._failed = ""
+        self.failing: dict[str, str] = {}
+        """Bots whose processes keep exiting (:data:`MAX_RESTARTS`): why; their matches raise :class:`BotFailure`."""
+        self._finished: set[tuple[str, int]] = set()
+        """One-match processes whose match has ended (their exit is not restarted)."""
+        self._match_of: dict[str, str] = {}
+        """One-match alias -> the arena match id (its log folder)."""
         self._restarts: dict[str, list[float]] = {}
         """Per bot: when its processes exited, within the last :data:`RESTART_WINDOW_S`."""
         self._exits: dict[str, int] = {}
         self._sandboxes, self._images = self._prepare_sandboxes(config)
-        self._socket_dir = tempfile.mkdtemp(prefix="gaigel-arena-sock-") if self._images else ""
+        confined = bool(self._images) or "bwrap" in self._sandboxes.values()
+        self._socket_dir = tempfile.mkdtemp(prefix="gaigel-arena-sock-") if confined else ""
+        self._private = Path(tempfile.mkdtemp(prefix="gaigel-arena-private-"))
+        """Mode 0700: the seccomp program and the bots' made-up passwd files; no bot sees it."""
+        self._logs_root = Path(config.run_dir) / "logs" if config.run_dir else self._private / "logs"
+        self._logs: dict[tuple[str, int], BotLog] = {}
+        self._groups: dict[tuple[str, int], cgroup.BotCgroup] = {}
+        self._stale_groups: list[cgroup.BotCgroup] = []
+        """Groups not yet empty when their process was stopped: removed at shutdown."""
+        self._spawned = 0
+        self.sandbox_info: dict[str, dict[str, Any]] = {}
+        """Per command bot: the sandbox that ran it and the limits actually enforced (for records)."""
         # conmon writes an "oom" file into its working directory when a container is OOM-killed.
         self._podman_dir = tempfile.mkdtemp(prefix="gaigel-arena-podman-") if self._images else None
         self._containers: dict[tuple[str, int], str] = {}
@@ -360,6 +336,12 @@ class GrpcExecutor:
             if kind == "podman":
                 images[bot.name] = bot.image or sandbox.build_image(bot.name, bot.build)
             kinds[bot.name] = kind
+            if kind == "process":
+                log.warning(
+                    "sandbox_unconfined",
+                    bot=bot.name,
+                    why='sandbox = "process": the bot can read and write what the organiser can, and reach the network',
+                )
             log.info("bot_sandbox", bot=bot.name, sandbox=kind, image=images.get(bot.name, ""))
         return kinds, images
 
@@ -403,17 +385,57 @@ class GrpcExecutor:
             return [sys.executable, "-m", "gaigel.cli", "bot", bot.house]
         return list(bot.command)
 
-    def _spawn(self, bot: BotConfig, k: int, alias: tuple[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def _limits(self, bot: BotConfig) -> sandbox.SandboxConfig:
+        return self._config.sandbox.merged(dict(bot.limits))
+
+    def _passed_env(self, bot: BotConfig) -> dict[str, str]:
+        """The organiser's variables the config passes to *bot* (``pass_env``), and nothing else."""
+        names = [*self._config.sandbox.pass_env, *bot.pass_env]
+        return {n: os.environ[n] for n in names if n in os.environ}
+
+    def _hidden(self, bot: BotConfig) -> list[Path]:
+        """What a sandboxed *bot* must not see where it falls inside a folder it is shown."""
+        hidden = [self._private]
+        if self._config.run_dir:
+            hidden.append(Path(self._config.run_dir))
+        home = os.environ.get("HOME")
+        if home and home != "/":
+            hidden.append(Path(home))
+        hidden += [Path(b.folder) for b in self._config.bots if b.folder and b.name != bot.name]
+        return hidden
+
+    def _log_name(self, path: Path) -> str:
+        """*path* relative to the arena's output folder (as records name files), else absolute."""
+        if self._config.run_dir:
+            with contextlib.suppress(ValueError):
+                return str(path.relative_to(self._config.run_dir))
+        return str(path)
+
+    def _log_path(self, bot: BotConfig, name: str, k: int, match_id: str) -> Path:
+        if match_id:  # a one-match process: its seat and bot
+            return self._logs_root / match_id / f"seat{k}-{bot.name}.log"
+        return self._logs_root / "processes" / f"{bot.name}-{k}-{self._spawned}.log"
+
+    def _spawn(
+        self, bot: BotConfig, k: int, alias: tuple[str, str] | None = None, match_id: str = ""
+    ) -> subprocess.Popen[bytes]:
         """Starts a process of *bot*: its pool process *k*, or, under a one-match *alias* (name,
-        token), the process of seat *k* of one match (kept in ``_match_procs``)."""
+        token), the process of seat *k* of match *match_id* (kept in ``_match_procs``).
+
+        Its stdout and stderr go to its own capped log file (:class:`BotLog`), never to the runner's.
+        """
         name, token = alias or (bot.name, self._tokens[bot.name])
         key = (name, k)
         self._bot_of[name] = bot.name
+        self._spawned += 1
         gaigel = {"GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": name}
-        env = bot_environment(GAIGEL_SERVER=f"127.0.0.1:{self.port}", **gaigel)
         command = self._command(bot)
         kind = self._sandboxes.get(bot.name, "none")
+        limits = self._limits(bot)
+        host_env = bot_environment(GAIGEL_SERVER=f"127.0.0.1:{self.port}", **gaigel)
         cwd = None
+        pass_fds: tuple[int, ...] = ()
+        info: dict[str, Any] = {"sandbox": kind}
         if kind == "podman":
             cwd = self._podman_dir
             container = f"gaigel-arena-{os.getpid()}-{name.lower()}-{k}"
@@ -421,34 +443,105 @@ class GrpcExecutor:
             self._cgroup_files.pop(key, None)
             self._cpu_used[key] = 0.0
             self._pids_seen[key] = 0
-            env = sandbox.podman_env()
-            podman = sandbox.podman_command(
-                container, self._images[bot.name], command, gaigel, self._socket_dir, self._config.sandbox
+            podman, env = sandbox.podman_command(
+                container, self._images[bot.name], command, gaigel, self._socket_dir, limits
             )
-            command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *podman]
-        elif find_program(command[0], env) is None:
-            raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {command[0]} is not an executable")
-        elif kind == "process":
-            command = sandbox.process_command(command, self._config.sandbox)
-        elif sys.platform.startswith("linux"):
-            command = [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), *command]
+            command = sandbox.launcher_command(podman)
+            info.update(memory=f"container cgroup ({limits.memory_mb} MB)", pids=f"container cgroup ({limits.pids})")
+            info.update(uid="65534 (nobody)", network="none")
+        else:
+            program = find_program(command[0], host_env)
+            if program is None:
+                raise ValueError(
+                    f"cannot start bot {bot.name!r} ({' '.join(command)}): {command[0]} is not an executable"
+                )
+            if kind == "bwrap":
+                command, env, pass_fds, info = self._bwrap_command(bot, key, command, program, gaigel, limits)
+            elif kind == "process":
+                env = {n: host_env[n] for n in ("PATH", "HOME", "LANG", "TMPDIR") if n in host_env}
+                env.update(self._passed_env(bot), **gaigel, GAIGEL_SERVER=host_env["GAIGEL_SERVER"])
+                command = sandbox.process_command(command, limits)
+                info.update(memory=f"RLIMIT_DATA ({limits.memory_mb} MB)", pids=f"RLIMIT_NPROC ({limits.pids})")
+                info.update(uid="the organiser's", network="the organiser's")
+            else:
+                env = host_env
+                command = sandbox.launcher_command(command)
+        if bot.kind == "command":
+            self.sandbox_info[bot.name] = info
+        botlog = BotLog(self._log_path(bot, name, k, match_id), limits.log_bytes)
         try:
             proc = subprocess.Popen(
                 command,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=botlog.write_fd,
+                stderr=botlog.write_fd,
                 cwd=cwd,
+                pass_fds=pass_fds,
                 start_new_session=True,  # a process group of its own, set up without Python code in the child
             )
         except OSError as e:
+            botlog.close()
             raise ValueError(f"cannot start bot {bot.name!r} ({' '.join(command)}): {e.strerror}") from None
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
+        botlog.start(self._loop)
+        old = self._logs.pop(key, None)
+        if old is not None:
+            self._loop.call_soon_threadsafe(old.close)
+        self._logs[key] = botlog
         if alias is None:
             self._procs[key] = proc
         else:
             self._match_procs[key] = proc
             self._alias_tokens[name] = token
         return proc
+
+    def _bwrap_command(
+        self,
+        bot: BotConfig,
+        key: tuple[str, int],
+        command: list[str],
+        program: str,
+        gaigel: dict[str, str],
+        limits: sandbox.SandboxConfig,
+    ) -> tuple[list[str], dict[str, str], tuple[int, ...], dict[str, Any]]:
+        """The launcher command, environment and inherited file descriptors of a ``bwrap`` bot process."""
+        old = self._groups.pop(key, None)
+        if old is not None:
+            old.kill()
+            old.remove()
+        group = cgroup.create(f"gaigel-{os.getpid()}-{self._spawned}", limits.memory_mb * 2**20, limits.pids)
+        if group is not None:
+            self._groups[key] = group
+        fd = os.open(bwrap.seccomp_file(self._private), os.O_RDONLY)
+        program = os.path.abspath(program)
+        plan = bwrap.plan(
+            command,
+            executable=program,
+            cwd=Path.cwd(),
+            folders=[Path(bot.folder)] if bot.folder else [],
+            hidden=self._hidden(bot),
+            socket_dir=self._socket_dir,
+            files_dir=self._private,
+            seccomp_fd=fd,
+            tmpfs_mb=limits.tmpfs_mb,
+        )
+        session = {**gaigel, "GAIGEL_SERVER": f"unix:{bwrap.SOCKET_DIR}/{sandbox.SOCKET_NAME}"}
+        env = bwrap.environment(session, self._passed_env(bot), program)
+        cgroups = group.procs_files() if group is not None else []
+        launched = sandbox.launcher_command(plan.argv, limits.rlimits(memory=group is None), cgroups)
+        by = f"cgroup v{group.version}" if group is not None else "RLIMIT_DATA"
+        info = {
+            "sandbox": "bwrap",
+            "memory": f"{by} ({limits.memory_mb} MB)",
+            "pids": f"{f'cgroup v{group.version} and ' if group else ''}RLIMIT_NPROC ({limits.pids})",
+            "uid": "a uid of its own" if os.geteuid() == 0 else "the organiser's, as nobody in a user namespace",
+            "network": "none",
+            "seccomp": True,
+        }
+        return launched, env, (fd,), info
 
     def _remote_connected(self) -> dict[str, bool]:
         sessions = self._server.lobby.sessions
@@ -466,38 +559,55 @@ class GrpcExecutor:
         log.warning("bot_fault", bot=bot, process=name, instance=k, reason=reason, message=message)
 
     def _check_pids(self, name: str, k: int) -> None:
-        """Stops a container whose pids limit refused a fork (a fork bomb): a SANDBOX_PIDS fault."""
+        """Stops a container or bwrap bot whose pids limit refused a fork (a fork bomb): a SANDBOX_PIDS fault."""
         key = (name, k)
-        if key not in self._cgroup_files:
-            files = sandbox.container_cgroup_files(self._containers[key])
-            if not files:
-                return  # not running yet
-            self._cgroup_files[key] = files
-        files = self._cgroup_files[key]
-        self._cpu_used[key] = max(self._cpu_used.get(key, 0.0), sandbox.cpu_seconds_used(files.get("cpu")))
-        hits = sandbox.pids_limit_hits(files.get("pids"))
+        group = self._groups.get(key)
+        if group is not None:
+            self._cpu_used[key] = max(self._cpu_used.get(key, 0.0), group.cpu_seconds())
+            hits = group.pids_refused()
+        else:
+            if key not in self._cgroup_files:
+                files = sandbox.container_cgroup_files(self._containers[key])
+                if not files:
+                    return  # not running yet
+                self._cgroup_files[key] = files
+            files = self._cgroup_files[key]
+            self._cpu_used[key] = max(self._cpu_used.get(key, 0.0), sandbox.cpu_seconds_used(files.get("cpu")))
+            hits = sandbox.pids_limit_hits(files.get("pids"))
         if hits > self._pids_seen.get(key, 0) and key not in self._limit_killed:
             self._pids_seen[key] = hits
             self._limit_killed.add(key)
-            limit = self._config.sandbox.pids
+            limit = self._limits(self._config.bot(self._bot_of.get(name, name))).pids
             self._record_fault(
                 name, k, sandbox.REASON_PIDS, f"refused {hits} fork(s) at its limit of {limit} processes"
             )
-            sandbox.remove_containers([self._containers[key]])
+            if group is not None:
+                group.kill()
+            else:
+                sandbox.remove_containers([self._containers[key]])
 
     def _exit_fault(self, name: str, k: int, proc: subprocess.Popen[bytes]) -> None:
         key = (name, k)
+        log_file = self._logs.get(key)
+        if log_file is not None:
+            log_file.flush()
         if key in self._limit_killed:  # its fault is recorded already
             self._limit_killed.discard(key)
             return
-        kind = self._sandboxes.get(self._bot_of.get(name, name), "none")
+        bot = self._config.bot(self._bot_of.get(name, name))
+        kind = self._sandboxes.get(bot.name, "none")
+        group = self._groups.get(key)
         reason, message = sandbox.exit_reason(
             kind,
             proc.returncode,
             self._containers.get(key, ""),
-            self._cpu_used.get(key, 0.0),
-            self._config.sandbox.cpu_seconds,
+            max(self._cpu_used.get(key, 0.0), group.cpu_seconds() if group else 0.0),
+            self._limits(bot).cpu_seconds,
+            group.oom_kills() if group else 0,
         )
+        if reason == sandbox.REASON_EXIT and proc.returncode == 0:
+            log.info("bot_exited", bot=bot.name, process=name, instance=k, exit_code=0)  # a clean exit is no fault
+            return
         self._record_fault(name, k, reason, message)
 
     async def _watch_bots(self) -> None:
@@ -514,26 +624,31 @@ class GrpcExecutor:
         return self._procs.get(key) is proc or self._match_procs.get(key) is proc
 
     async def _watch(self, key: tuple[str, int], proc: subprocess.Popen[bytes]) -> None:
-        """Checks one bot process: its container's limits, and an exit: a fault, then a restart (a
-        pool process, or a match's process under its alias, which resumes its seat)."""
+        """Checks one bot process: its sandbox's limits, and an exit: a fault (not for a clean exit),
+        then a restart (a pool process, or a match's process under its alias, which resumes its seat)."""
         name, k = key
-        if key in self._containers and proc.poll() is None and not self._closing:
+        limited = key in self._containers or key in self._groups
+        if limited and proc.poll() is None and not self._closing:
             await asyncio.to_thread(self._check_pids, name, k)
-        if proc.poll() is None or self._closing or self._failed or not self._current(key, proc):
+        if proc.poll() is None or self._closing or not self._current(key, proc):
             return
         await asyncio.to_thread(self._exit_fault, name, k, proc)
         self._exit_seen.add(proc)
-        if not self._current(key, proc):
-            return  # its match ended meanwhile
+        if not self._current(key, proc) or key in self._finished:
+            return  # its match ended meanwhile: nothing to resume
         bot = self._config.bot(self._bot_of.get(name, name))
+        if bot.name in self.failing:
+            return
         now = time.monotonic()
         recent = [t for t in self._restarts.get(bot.name, []) if now - t < RESTART_WINDOW_S] + [now]
         self._restarts[bot.name] = recent
         self._exits[bot.name] = self._exits.get(bot.name, 0) + 1
         if len(recent) >= MAX_RESTARTS:
-            self._failed = (
+            said = self._logs[key].tail() if key in self._logs else ""
+            self.failing[bot.name] = (
                 f"bot {bot.name!r} exited {len(recent)} times within {RESTART_WINDOW_S:g} s "
                 f"(last exit code {proc.returncode}); check its command: {' '.join(self._command(bot))}"
+                + (f"; it wrote: {said}" if said else "")
             )
             log.error("bot_failed", bot=bot.name, exit_code=proc.returncode)
             return
@@ -546,7 +661,17 @@ class GrpcExecutor:
             recent=len(recent),
         )
         _kill_group(proc, signal.SIGKILL)  # whatever the dead bot left running
-        self._spawn(bot, k, None if key in self._procs else (name, self._alias_tokens[name]))
+        if key in self._procs:
+            self._spawn(bot, k)
+        else:
+            self._spawn(bot, k, (name, self._alias_tokens[name]), self._match_of.get(name, ""))
+
+    def _failure(self, job: MatchJob) -> BotFailure | None:
+        """The failure of a bot of *job* that keeps exiting, if any: the match cannot be played."""
+        for name in job.seats:
+            if name in self.failing:
+                return BotFailure(name, self.failing[name])
+        return None
 
     # --- matches -------------------------------------------------------------------------
 
@@ -573,8 +698,9 @@ class GrpcExecutor:
             absent, expired = self._absent(set(job.seats))
             if not absent or expired:
                 return absent
-            if self._failed:
-                raise RuntimeError(self._failed)
+            failure = self._failure(job)
+            if failure is not None:
+                raise failure
             await asyncio.sleep(_POLL_S * 5)
 
     async def _register_aliases(
@@ -591,7 +717,8 @@ class GrpcExecutor:
             alias = match_alias(name)
             reply = await self._stub.RegisterBot(ms.RegisterBotRequest(bot_name=alias), metadata=metadata)
             aliases[alias] = name
-            self._spawn(bot, seat, (alias, reply.bot_token))
+            self._match_of[alias] = job.match_id
+            self._spawn(bot, seat, (alias, reply.bot_token), job.match_id)
             procs.append((alias, seat))
 
     async def _retire_aliases(self, aliases: dict[str, str], metadata: Any) -> None:
@@ -603,18 +730,29 @@ class GrpcExecutor:
 
     async def _stop_match_procs(self, procs: list[tuple[str, int]]) -> None:
         containers = [self._containers.pop(key) for key in procs if key in self._containers]
+        groups = [g for key in procs if (g := self._groups.pop(key, None)) is not None]
         for key in procs:
             proc = self._match_procs.pop(key, None)
             if proc is not None:
                 _kill_group(proc, signal.SIGKILL)  # one match only: nothing of the process may play on
             self._cgroup_files.pop(key, None)
+            self._finished.discard(key)
+            self._match_of.pop(key[0], None)
+            botlog = self._logs.pop(key, None)
+            if botlog is not None:
+                botlog.close()
         if containers:
             await asyncio.to_thread(sandbox.remove_containers, containers)
+        for group in groups:  # a bwrap bot's namespace dies with it; the group is emptied and removed
+            group.kill()
+            if not group.remove():
+                self._stale_groups.append(group)
 
     async def _play(self, job: MatchJob, write_record: bool = True) -> tuple[MatchOutcome, dict[str, Any] | None]:
         """Plays *job*: its outcome and its record (written to ``job.record_path`` if *write_record*)."""
-        if self._failed:
-            raise RuntimeError(self._failed)
+        failure = self._failure(job)
+        if failure is not None:
+            raise failure
         started = time.perf_counter()
         absent = await self._wait_for_remote(job)
         if absent:
@@ -681,8 +819,9 @@ class GrpcExecutor:
                 await asyncio.wait({ended}, timeout=_CHECK_S)
                 if ended.done():
                     break
-                if self._failed:
-                    raise RuntimeError(self._failed)
+                failure = self._failure(job)
+                if failure is not None:
+                    raise failure
                 waiting = table is not None and table.state == WAITING
                 if waiting and self._remote:
                     absent, expired = self._absent(set(job.seats))
@@ -690,12 +829,19 @@ class GrpcExecutor:
                         return self._absent_outcome(job, absent, started), None
                 gone = [(key, p) for key in procs if (p := self._match_procs.get(key)) and p.poll() is not None]
                 if gone and waiting and self._cancel_waiting(server_id):
-                    (alias, _), proc = gone[0]
-                    raise RuntimeError(
+                    (alias, seat), proc = gone[0]
+                    botlog = self._logs.get((alias, seat))
+                    if botlog is not None:
+                        botlog.flush()
+                    said = botlog.tail() if botlog is not None else ""
+                    raise BotFailure(
+                        aliases[alias],
                         f"bot {aliases[alias]!r} exited (code {proc.returncode}) before it joined match {job.match_id}"
+                        + (f"; it wrote: {said}" if said else "; it wrote nothing"),
                     )
         finally:
             self._ended.pop(server_id, None)
+            self._finished.update(procs)
         duration = time.perf_counter() - started
         reply = await self._stub.GetMatchRecord(ms.GetMatchRecordRequest(match_id=server_id), metadata=metadata)
         record = _rename(json.loads(reply.record_json), aliases)
@@ -704,6 +850,16 @@ class GrpcExecutor:
             raise RuntimeError(f"match {job.match_id} ended without a result (server match {server_id})")
         record["server_match_id"] = server_id  # links the record to the server's logs and the bots' view
         record["match_id"] = job.match_id
+        confined = {n: self.sandbox_info[n] for n in sorted(set(job.seats)) if n in self.sandbox_info}
+        if confined:  # which sandbox ran each command bot, and which limits it really had
+            record["sandboxes"] = confined
+        logs = {
+            str(seat): self._log_name(self._logs[(alias, seat)].path)
+            for alias, seat in procs
+            if (alias, seat) in self._logs
+        }
+        if logs:
+            record["bot_logs"] = logs
         result = dict(result)
         await self._await_lost_exits(record, procs)
         sandbox.annotate_record(record, self.bot_faults, window_start, time.monotonic())
@@ -820,7 +976,15 @@ class GrpcExecutor:
             _kill_group(proc, signal.SIGKILL)  # the bot if it did not stop, and what it started
             proc.wait()
         sandbox.remove_containers(sorted(set(self._containers.values())))
-        for folder in (self._socket_dir, self._podman_dir):
+        for group in [*self._groups.values(), *self._stale_groups]:
+            group.kill()
+            for _ in range(50):  # the kernel takes a moment to empty a group of killed processes
+                if group.remove():
+                    break
+                time.sleep(0.02)
+        for botlog in self._logs.values():
+            self._loop.call_soon_threadsafe(botlog.close)
+        for folder in (self._socket_dir, self._podman_dir, str(self._private)):
             if folder:
                 shutil.rmtree(folder, ignore_errors=True)
 

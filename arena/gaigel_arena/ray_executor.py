@@ -112,12 +112,14 @@ class RayTableWorker:
         """The process id of this actor (its server and bots die with it)."""
         return os.getpid()
 
-    def play(self, job: MatchJob) -> tuple[str, MatchOutcome | None, dict[str, Any] | None, tuple[str, str] | None]:
+    def play(
+        self, job: MatchJob
+    ) -> tuple[str, MatchOutcome | None, dict[str, Any] | None, tuple[str, str, str] | None]:
         """The engine version here, and the outcome and unwritten record, or the void error's (type, message)."""
         try:
             outcome, record = self.worker.play(job, write_record=False)
         except Exception as e:
-            return ENGINE_VERSION, None, None, (type(e).__name__, str(e))
+            return ENGINE_VERSION, None, None, (type(e).__name__, str(e), getattr(e, "bot", ""))
         return ENGINE_VERSION, outcome, record, None
 
     def close(self) -> dict[str, Any]:
@@ -319,9 +321,9 @@ class RayExecutor:
                     f"{job.match_id}: {type(e).__name__}: {first}; the match is void and replayed"
                 ) from None
             if error is not None:
-                from gaigel_arena.workers import BotMissingError
+                from gaigel_arena.workers import rebuild_error
 
-                raise (BotMissingError if error[0] == BotMissingError.__name__ else RuntimeError)(error[1])
+                raise rebuild_error(*error)
             assert outcome is not None
             return version, outcome, record
 

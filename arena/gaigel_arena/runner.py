@@ -22,7 +22,16 @@ import structlog
 
 from gaigel.match import MATCH_TERMINATIONS
 from gaigel_arena.config import ArenaConfig
-from gaigel_arena.executors import Executor, InlineExecutor, LocalExecutor, MatchJob, MatchOutcome
+from gaigel_arena.executors import (
+    DISQUALIFIED,
+    BotFailure,
+    Executor,
+    InlineExecutor,
+    LocalExecutor,
+    MatchJob,
+    MatchOutcome,
+    unplayed_forfeit,
+)
 from gaigel_arena.journal import DbTarget, Journal, redact_url, resolve_db
 from gaigel_arena.metrics import ArenaMetrics
 from gaigel_arena.ratings import GameResult, Standings, build_standings
@@ -40,7 +49,12 @@ __all__ = [
 ]
 
 MAX_ATTEMPTS = 3
-"""A match that fails (void) this many times in one run stops the arena."""
+"""A match that fails (void) this many times in one run stops the arena (infrastructure failures;
+a failure of a bot counts against the bot instead, see :data:`MAX_BOT_FAILURES`)."""
+MAX_BOT_FAILURES = 3
+"""A bot whose matches could not be played this many times in one run (it exited before it joined,
+or its processes kept exiting) is disqualified: its remaining matches are forfeits with reason
+``DISQUALIFIED``, never played, and every other match goes on."""
 
 PRESENCE_FILE = "presence.json"
 """Connected and absent time of remote bots, per run, in the arena folder (read by the report)."""
@@ -169,6 +183,7 @@ def run_arena(
     """
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
+    config = dataclasses.replace(config, run_dir=str(out_dir.resolve()))  # where the bots' logs go
     db_path = resolve_db(out_dir, db)
     schedule = build_schedule(config.bot_names, config.ruleset, config.sets_per_pairing, config.seed)
     records_dir = out_dir / "records"
@@ -280,6 +295,8 @@ def _drive(
     queue = list(reversed(todo))  # pop() from the end keeps schedule order
     in_flight: dict[concurrent.futures.Future[MatchOutcome], ScheduledMatch] = {}
     failures: dict[str, int] = {}
+    bot_failures: dict[str, int] = {}
+    disqualified = _disqualified(journal)
     played = 0
     next_ratings = 0.0
     counts = journal.counts()
@@ -287,6 +304,12 @@ def _drive(
     try:
         while queue or in_flight:
             batch = _next_batch(queue, window - len(in_flight), bool(in_flight), getattr(pool, "ready", None))
+            for m in [m for m in batch if disqualified.keys() & set(m.seats)]:
+                batch.remove(m)
+                _forfeit_disqualified(journal, config, m, disqualified)
+                done += 1
+                metrics.matches_total.labels(outcome="forfeit").inc()
+                metrics.set_progress(done, total)
             if batch:
                 journal.issue(m.match_id for m in batch)
                 for m in batch:
@@ -303,8 +326,15 @@ def _drive(
                     if isinstance(e, OSError) and e.errno in _DISK_ERRORS:
                         raise  # a full or read-only disk: replaying cannot help, stop with one line
                     metrics.matches_total.labels(outcome="void").inc()
-                    failures[match.match_id] = failures.get(match.match_id, 0) + 1
                     log.warning("match_void", match_id=match.match_id, error=f"{type(e).__name__}: {e}")
+                    if isinstance(e, BotFailure):  # the bot's fault, not the arena's: counted against it
+                        bot_failures[e.bot] = bot_failures.get(e.bot, 0) + 1
+                        if bot_failures[e.bot] >= MAX_BOT_FAILURES and e.bot not in disqualified:
+                            disqualified[e.bot] = f"{bot_failures[e.bot]} matches could not be played; last: {e}"
+                            log.error("bot_disqualified", bot=e.bot, failures=bot_failures[e.bot], message=str(e))
+                        queue.append(match)  # played again, or a forfeit once its bot is disqualified
+                        continue
+                    failures[match.match_id] = failures.get(match.match_id, 0) + 1
                     if failures[match.match_id] >= MAX_ATTEMPTS:
                         raise ArenaError(
                             f"match {match.match_id} failed {MAX_ATTEMPTS} times; last error: {type(e).__name__}: {e}"
@@ -338,6 +368,26 @@ def _drive(
             future.cancel()
         raise
     return played
+
+
+def _disqualified(journal: Journal) -> dict[str, str]:
+    """Bots disqualified earlier in this run (a resumed run keeps them out): bot -> why."""
+    out = {}
+    for row in journal.rows():
+        forfeit = (row.result or {}).get("forfeit") or {}
+        if forfeit.get("reason") == DISQUALIFIED:
+            out[str(forfeit.get("bot"))] = str(forfeit.get("message", ""))
+    return out
+
+
+def _forfeit_disqualified(journal: Journal, config: ArenaConfig, match: ScheduledMatch, out: dict[str, str]) -> None:
+    """Stores *match* as a forfeit of its disqualified bot(s), without playing it."""
+    losers = sorted(out.keys() & set(match.seats))
+    message = f"disqualified: {out[losers[0]]}"
+    result = unplayed_forfeit(config.ruleset, match.seats, losers, DISQUALIFIED, message)
+    journal.issue([match.match_id])
+    journal.fix(match.match_id, result, None, 0.0)
+    log.warning("match_forfeit", match_id=match.match_id, **result["forfeit"])
 
 
 _KNOWN: frozenset[str] = frozenset(MATCH_TERMINATIONS)

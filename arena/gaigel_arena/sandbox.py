@@ -1,13 +1,17 @@
 """Sandboxes for submitted bots: how the arena launches a ``command`` bot it does not trust.
 
+* ``bwrap`` (:mod:`gaigel_arena.bwrap`): bubblewrap namespaces, no daemon and no image:
+  own pid, network, ipc and uts namespaces, a read-only view of only the bot's runtime and
+  folder, a private tmpfs, seccomp, a uid of its own, and a cgroup (memory, pids) where one
+  can be created, else rlimits. What ``auto`` picks without an image.
 * ``podman``: a container with ``--network=none``, a read-only root, a private tmpfs at
   ``/tmp``, CPU, memory (no swap), pids, CPU-time and open-file limits, no capabilities,
   ``no-new-privileges``, uid 65534, and only the ``GAIGEL_`` variables (plus ``HOME=/tmp``).
   The match server is reached through a unix socket whose folder is bind-mounted read-only
   at ``/run/gaigel`` (``GAIGEL_SERVER=unix:/run/gaigel/server.sock``).
 * ``process``: the bot runs on the host, in a process group of its own, with rlimits on
-  address space, CPU time, processes and open files. Its network, files and environment
-  are the organiser's: this stops runaway bots, not hostile ones (docs/operator-guide.md).
+  memory (``RLIMIT_DATA``), CPU time, processes and open files. Its network and files are
+  the organiser's: this stops runaway bots, not hostile ones; only as an explicit choice.
 * ``none``: as before (house bots, trusted commands).
 
 A bot process that ends is classified by :func:`exit_reason`; a limit hit becomes a
@@ -25,7 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTAINER_SOCKET_DIR",
+    "LIMIT_KEYS",
     "SANDBOXES",
     "SandboxConfig",
     "annotate_record",
@@ -48,7 +53,7 @@ __all__ = [
     "resolve_sandbox",
 ]
 
-SANDBOXES = ("auto", "podman", "process", "none")
+SANDBOXES = ("auto", "bwrap", "podman", "process", "none")
 CONTAINER_SOCKET_DIR = "/run/gaigel"
 SOCKET_NAME = "server.sock"
 CONTAINER_UID = "65534:65534"
@@ -66,40 +71,79 @@ class SandboxError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class SandboxConfig:
-    """The ``[sandbox]`` table: the default for command bots and the limits of every sandbox."""
+    """The ``[sandbox]`` table: the default for command bots and the limits of every sandbox
+    (a bot's ``limits`` table overrides them for that bot)."""
 
     default: str = "auto"
     cpus: float = 1.0
     """podman ``--cpus`` (a share of the machine, throttled, never killed)."""
     memory_mb: int = 512
-    """podman ``--memory`` = ``--memory-swap`` (no swap): beyond it the kernel OOM-kills."""
+    """Memory the bot may use: its cgroup's limit (podman; bwrap where a cgroup can be made),
+    else ``RLIMIT_DATA`` (heap and private mappings, not reserved address space)."""
     pids: int = 64
-    """podman ``--pids-limit``; ``process``: RLIMIT_NPROC (per user, and ignored for root)."""
+    """Tasks (processes and threads): the cgroup's ``pids.max`` and RLIMIT_NPROC (per uid;
+    bwrap gives every bot process a uid of its own when the arena runs as root)."""
     cpu_seconds: int = 36_000
-    """RLIMIT_CPU of the bot process (both sandboxes): CPU time over its whole life."""
-    address_space_mb: int = 2048
-    """``process``: RLIMIT_AS (virtual memory; gRPC threads alone reserve a few hundred MB)."""
+    """RLIMIT_CPU of the bot process (every sandbox): CPU time over its whole life."""
+    address_space_mb: int = 0
+    """RLIMIT_AS if not 0 (off by default: JVM, Go and V8 reserve far more than they use)."""
     open_files: int = 256
-    """RLIMIT_NOFILE (both sandboxes)."""
+    """RLIMIT_NOFILE (every sandbox)."""
     tmpfs_mb: int = 64
-    """podman: size of the private writable ``/tmp``."""
+    """bwrap and podman: size of the private writable ``/tmp``."""
+    log_bytes: int = 2**20
+    """What a bot process writes to stdout and stderr that is kept (per process and match)."""
+    pass_env: tuple[str, ...] = ()
+    """Names of the organiser's environment variables passed to bots (nothing else is)."""
 
-    def rlimits(self) -> dict[str, int]:
-        """The rlimits of the ``process`` sandbox, by :mod:`resource` name."""
-        return {
-            "RLIMIT_AS": self.address_space_mb * 2**20,
-            "RLIMIT_CPU": self.cpu_seconds,
-            "RLIMIT_NPROC": self.pids,
-            "RLIMIT_NOFILE": self.open_files,
-        }
+    def rlimits(self, memory: bool = True) -> dict[str, int]:
+        """The rlimits of a bot process by :mod:`resource` name (*memory*: with RLIMIT_DATA, for a
+        process whose memory no cgroup limits)."""
+        limits = {"RLIMIT_CPU": self.cpu_seconds, "RLIMIT_NPROC": self.pids, "RLIMIT_NOFILE": self.open_files}
+        if memory:
+            limits["RLIMIT_DATA"] = self.memory_mb * 2**20
+        if self.address_space_mb:
+            limits["RLIMIT_AS"] = self.address_space_mb * 2**20
+        return limits
+
+    def merged(self, overrides: Mapping[str, Any]) -> SandboxConfig:
+        """These limits with a bot's *overrides* (validated by :func:`parse_limits`)."""
+        return dataclasses.replace(self, **overrides) if overrides else self
 
 
-def _positive(table: Mapping[str, Any], key: str, default: Any, kind: type) -> Any:
+def _positive(table: Mapping[str, Any], key: str, default: Any, kind: type, zero: bool = False) -> Any:
     value = table.get(key, default)
-    ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool) and value > 0
+    low_ok = value >= 0 if zero else value > 0
+    ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool) and low_ok
     if not ok:
-        raise ValueError(f"sandbox.{key} must be a positive {'number' if kind is float else 'integer'}, got {value!r}")
+        what = "a non-negative" if zero else "a positive"
+        raise ValueError(f"sandbox.{key} must be {what} {'number' if kind is float else 'integer'}, got {value!r}")
     return kind(value)
+
+
+LIMIT_KEYS = {
+    "cpus": float,
+    "memory_mb": int,
+    "pids": int,
+    "cpu_seconds": int,
+    "address_space_mb": int,
+    "open_files": int,
+    "tmpfs_mb": int,
+    "log_bytes": int,
+}
+
+
+def parse_limits(table: Mapping[str, Any], base: SandboxConfig | None = None) -> dict[str, Any]:
+    """The limit keys of *table* (``[sandbox]`` or a bot's ``limits``), checked.
+
+    :raises ValueError: naming the first invalid key.
+    """
+    base = base or SandboxConfig()
+    out = {}
+    for key, kind in LIMIT_KEYS.items():
+        if key in table:
+            out[key] = _positive(table, key, getattr(base, key), kind, zero=key == "address_space_mb")
+    return out
 
 
 def parse_sandbox(table: Mapping[str, Any]) -> SandboxConfig:
@@ -111,16 +155,10 @@ def parse_sandbox(table: Mapping[str, Any]) -> SandboxConfig:
     default = table.get("default", base.default)
     if default not in SANDBOXES:
         raise ValueError(f"sandbox.default must be one of {', '.join(SANDBOXES)}, got {default!r}")
-    return SandboxConfig(
-        default=default,
-        cpus=_positive(table, "cpus", base.cpus, float),
-        memory_mb=_positive(table, "memory_mb", base.memory_mb, int),
-        pids=_positive(table, "pids", base.pids, int),
-        cpu_seconds=_positive(table, "cpu_seconds", base.cpu_seconds, int),
-        address_space_mb=_positive(table, "address_space_mb", base.address_space_mb, int),
-        open_files=_positive(table, "open_files", base.open_files, int),
-        tmpfs_mb=_positive(table, "tmpfs_mb", base.tmpfs_mb, int),
-    )
+    pass_env = table.get("pass_env", [])
+    if not isinstance(pass_env, list) or not all(isinstance(n, str) and n for n in pass_env):
+        raise ValueError(f"sandbox.pass_env must be a list of variable names, got {pass_env!r}")
+    return SandboxConfig(default=default, pass_env=tuple(pass_env), **parse_limits(table, base))
 
 
 def podman_available() -> bool:
@@ -128,38 +166,56 @@ def podman_available() -> bool:
     return shutil.which("podman") is not None
 
 
-def resolve_sandbox(wanted: str, has_image: bool, podman: bool) -> str:
+def resolve_sandbox(wanted: str, has_image: bool, podman: bool, bwrap: str = "", has_command: bool = True) -> str:
     """The sandbox a command bot gets: *wanted* (the bot's, else the arena default) made concrete.
 
     ``auto`` is ``podman`` for a bot with an image (``image`` or ``build``) where podman is
-    installed, else ``process``.
+    installed, else ``bwrap`` where bubblewrap works (*bwrap* is why it does not, or ``""``).
+    It never falls back to ``process``: that is only an explicit choice.
 
-    :raises SandboxError: for ``podman`` without podman or without an image.
+    :raises SandboxError: for a sandbox that cannot run the bot, saying what to install.
     """
     if wanted == "auto":
-        return "podman" if has_image and podman else "process"
+        if has_image and podman:
+            return "podman"
+        if not bwrap and has_command:
+            return "bwrap"
+        if not has_command:
+            raise SandboxError("it has only an image, and podman is not installed (apt-get install podman runc)")
+        raise SandboxError(
+            f"no sandbox for command bots here: {bwrap}; or install podman and give the bot an image, "
+            'or set sandbox = "process" to run it unconfined'
+        )
     if wanted == "podman" and not podman:
         raise SandboxError("sandbox = podman, but podman is not installed (apt-get install podman runc)")
     if wanted == "podman" and not has_image:
         raise SandboxError('sandbox = podman needs image = "..." or build = "folder with a Dockerfile"')
+    if wanted == "bwrap" and bwrap:
+        raise SandboxError(f"sandbox = bwrap, but {bwrap}")
+    if wanted == "bwrap" and not has_command:
+        raise SandboxError("sandbox = bwrap needs a command")
     return wanted
 
 
 def command_bot_sandboxes(config: ArenaConfig, podman: bool) -> Iterator[tuple[BotConfig, str | SandboxError]]:
     """Each command bot of *config* with its concrete sandbox (:func:`resolve_sandbox`), or why
     it cannot have the one it asks for."""
+    from gaigel_arena.bwrap import bwrap_problem
+
     for bot in config.bots:
         if bot.kind != "command":
             continue
+        wanted = bot.sandbox or config.sandbox.default
+        problem = bwrap_problem() if wanted in ("auto", "bwrap") else ""
         try:
-            yield bot, resolve_sandbox(bot.sandbox or config.sandbox.default, bool(bot.image or bot.build), podman)
+            yield bot, resolve_sandbox(wanted, bool(bot.image or bot.build), podman, problem, bool(bot.command))
         except SandboxError as e:
             yield bot, e
 
 
 # --- process ------------------------------------------------------------------------------
 
-_PROCESS_LAUNCHER = """
+_LAUNCHER = """
 import ctypes, json, os, resource, signal, sys
 try:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the runner
@@ -167,7 +223,15 @@ except (OSError, AttributeError):
     pass
 if os.getppid() != int(sys.argv[1]):  # the runner died before the signal was armed
     os._exit(1)
-for name, value in json.loads(sys.argv[2]).items():
+spec = json.loads(sys.argv[2])
+for name in spec.get("cgroups", []):  # the bot and all it starts are counted in its group
+    try:
+        with open(name, "w") as f:
+            f.write(str(os.getpid()))
+    except OSError as e:
+        sys.stderr.write(f"sandbox: cannot enter {name}: {e}\\n")
+        os._exit(126)
+for name, value in spec.get("rlimits", {}).items():
     limit = getattr(resource, name)
     # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second later if the bot ignores it.
     hard = value + 1 if limit == resource.RLIMIT_CPU else value
@@ -176,19 +240,30 @@ for name, value in json.loads(sys.argv[2]).items():
     except (ValueError, OSError) as e:  # above the runner's own hard limit: keep that one
         sys.stderr.write(f"sandbox: cannot set {name}={value}: {e}\\n")
 try:
-    os.execvp(sys.argv[3], sys.argv[3:])
+    os.execvp(sys.argv[3], sys.argv[3:])  # the parent-death signal survives exec
 except OSError as e:
     sys.stderr.write(f"cannot start {sys.argv[3]}: {e.strerror}\\n")
     os._exit(127)
 """
-"""``python -I -c _PROCESS_LAUNCHER RUNNER_PID RLIMITS_JSON COMMAND...``: the parent-death
-signal, the rlimits, then exec (no Python code runs between fork and exec in the runner)."""
+"""``python -I -c _LAUNCHER RUNNER_PID SPEC_JSON COMMAND...``: the parent-death signal, the
+cgroup, the rlimits, then exec (no Python code runs between fork and exec in the runner,
+whose gRPC threads make that unsafe). The one launcher of every bot process the arena starts."""
+
+
+def launcher_command(
+    command: list[str], rlimits: Mapping[str, int] | None = None, cgroups: Iterable[str] = ()
+) -> list[str]:
+    """*command* started through :data:`_LAUNCHER`: it dies with this process (Linux), in *cgroups*
+    (their ``cgroup.procs`` files) and under *rlimits* (by :mod:`resource` name)."""
+    if not sys.platform.startswith("linux"):
+        return command
+    spec = json.dumps({"rlimits": dict(rlimits or {}), "cgroups": list(cgroups)}, sort_keys=True)
+    return [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), spec, *command]
 
 
 def process_command(command: list[str], limits: SandboxConfig) -> list[str]:
     """*command* wrapped so that it runs under the ``process`` sandbox's rlimits."""
-    rlimits = json.dumps(limits.rlimits(), sort_keys=True)
-    return [sys.executable, "-I", "-c", _PROCESS_LAUNCHER, str(os.getpid()), rlimits, *command]
+    return launcher_command(command, limits.rlimits())
 
 
 # --- podman -------------------------------------------------------------------------------
@@ -235,9 +310,14 @@ def podman_command(
     gaigel_env: Mapping[str, str],
     socket_dir: str,
     limits: SandboxConfig,
-) -> list[str]:
-    """``podman run`` for one bot process; the container *name* stays after exit for :func:`exit_reason`."""
-    env = dict(gaigel_env, GAIGEL_SERVER=f"unix:{CONTAINER_SOCKET_DIR}/{SOCKET_NAME}", HOME="/tmp")
+) -> tuple[list[str], dict[str, str]]:
+    """``podman run`` for one bot process, and the environment to start it with.
+
+    The container *name* stays after exit for :func:`exit_reason`. The bot's variables (its
+    token among them) are named on the command line without values (``--env NAME``): podman
+    takes the values from its own environment, so no token shows in ``ps``.
+    """
+    env = dict(gaigel_env, GAIGEL_SERVER=f"unix:{CONTAINER_SOCKET_DIR}/{SOCKET_NAME}")
     args = [
         "podman",
         "run",
@@ -259,12 +339,13 @@ def podman_command(
         "--security-opt=no-new-privileges",
         f"--user={CONTAINER_UID}",
         "--workdir=/tmp",
+        "--env=HOME=/tmp",  # a value, not a name: podman itself needs the organiser's HOME
         "--health-interval=disable",
         "--log-driver=none",
         f"--volume={socket_dir}:{CONTAINER_SOCKET_DIR}:ro",
     ]
-    args += [f"--env={key}={value}" for key, value in sorted(env.items())]
-    return [*args, image, *command]
+    args += [f"--env={key}" for key in sorted(env)]
+    return [*args, image, *command], {**podman_env(), **env}
 
 
 def _podman_state(name: str) -> dict[str, Any]:
@@ -350,29 +431,45 @@ def pids_limit_hits(file: Path | None) -> int:
 
 
 def exit_reason(
-    sandbox: str, returncode: int, container: str = "", cpu_used: float = 0.0, cpu_limit: int = 0
+    sandbox: str,
+    returncode: int,
+    container: str = "",
+    cpu_used: float = 0.0,
+    cpu_limit: int = 0,
+    oom_kills: int = 0,
 ) -> tuple[str, str]:
     """(reason code, message) for a bot process that ended with *returncode*.
 
-    ``podman run`` exits with 128 + the signal of the container's main process. A SIGKILL
-    (137) comes from the kernel: at the CPU-time hard limit when the container had used
+    ``podman run`` and ``bwrap`` exit with 128 + the signal of the bot's main process. A
+    SIGKILL (137) comes from the kernel: at the CPU-time hard limit when the bot had used
     about its *cpu_limit* (*cpu_used*, last seen by the arena), else from the memory
-    limit's OOM killer (podman on cgroup v1 does not always set OOMKilled).
+    limit's OOM killer (podman on cgroup v1 does not always set OOMKilled; a bwrap bot's
+    cgroup counts *oom_kills*).
     """
-    if sandbox == "podman" and container:
-        state = _podman_state(container)
+    if sandbox in ("podman", "bwrap"):
+        state = _podman_state(container) if sandbox == "podman" and container else {}
         code = state.get("ExitCode", returncode)
         cpu_spent = cpu_limit > 0 and cpu_used >= 0.8 * cpu_limit
         if code == 128 + signal.SIGXCPU or (code == 128 + signal.SIGKILL and cpu_spent):
             return REASON_CPU, f"killed at its CPU-time limit of {cpu_limit} s (exit code {code})"
-        if state.get("OOMKilled") or code == 128 + signal.SIGKILL:
+        oom = state.get("OOMKilled") or oom_kills > 0 or (sandbox == "podman" and code == 128 + signal.SIGKILL)
+        if oom:
             return REASON_OOM, f"killed by the kernel at the memory limit (exit code {code})"
+        if code > 128:
+            return REASON_EXIT, f"killed by signal {_signal_name(code - 128)} (exit code {code})"
         return REASON_EXIT, f"exited with code {code}"
     if returncode == -signal.SIGXCPU:
         return REASON_CPU, "killed at its CPU-time limit (SIGXCPU)"
     if returncode < 0:
-        return REASON_EXIT, f"killed by signal {signal.Signals(-returncode).name}"
+        return REASON_EXIT, f"killed by signal {_signal_name(-returncode)}"
     return REASON_EXIT, f"exited with code {returncode}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 # --- records ------------------------------------------------------------------------------

@@ -51,9 +51,9 @@ import structlog
 
 from gaigel_arena import sandbox
 from gaigel_arena.config import ArenaConfig
-from gaigel_arena.executors import MatchJob, MatchOutcome
+from gaigel_arena.executors import BotFailure, MatchJob, MatchOutcome
 
-__all__ = ["BotMissingError", "TableWorker", "WorkerDied", "WorkerExecutor", "missing_bots"]
+__all__ = ["BotMissingError", "TableWorker", "WorkerDied", "WorkerExecutor", "missing_bots", "rebuild_error"]
 
 log = structlog.get_logger("gaigel_arena")
 
@@ -101,6 +101,13 @@ def _image_exists(image: str) -> bool:
         ["podman", "image", "exists", image], env=sandbox.podman_env(), capture_output=True, check=False
     )
     return proc.returncode == 0
+
+
+def rebuild_error(kind: str, message: str, bot: str = "") -> Exception:
+    """The exception a worker process or Ray actor reported as (type name, message, bot)."""
+    if kind == BotFailure.__name__ and bot:
+        return BotFailure(bot, message)
+    return (BotMissingError if kind == BotMissingError.__name__ else RuntimeError)(message)
 
 
 class TableWorker:
@@ -280,7 +287,7 @@ def _worker_main(
             try:
                 outcome, _ = worker.play(job, write_record=True)
             except Exception as e:
-                conn.send(("void", type(e).__name__, str(e)))
+                conn.send(("void", type(e).__name__, str(e), getattr(e, "bot", "")))
             else:
                 conn.send(("done", outcome))
     finally:
@@ -420,8 +427,7 @@ class WorkerExecutor:
                 if kind == "done":
                     future.set_result(message[1])
                 else:
-                    error = BotMissingError if message[1] == BotMissingError.__name__ else RuntimeError
-                    future.set_exception(error(message[2]))
+                    future.set_exception(rebuild_error(*message[1:]))
             self._dispatch()
 
     def _restart(self, slot: _Slot) -> bool:

@@ -74,17 +74,20 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _marked(marker: str) -> list[int]:
-    """Live processes (not zombies) whose environment holds GAIGEL_TEST_MARKER=*marker*."""
+    """Live processes (not zombies) whose environment holds GAIGEL_TEST_MARKER=*marker* (the runner,
+    its workers, house bots) or whose command line holds *marker* (the sandboxed bot, whose
+    environment the sandbox cuts)."""
     needle = f"GAIGEL_TEST_MARKER={marker}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 environ = Path(f"/proc/{entry}/environ").read_bytes()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
                 state = Path(f"/proc/{entry}/stat").read_text().split(")")[-1].split()[0]
             except OSError:
                 continue
-            if needle in environ.split(b"\0") and state != "Z":
+            if (needle in environ.split(b"\0") or marker.encode() in cmdline.split(b"\0")) and state != "Z":
                 found.append(int(entry))
     return found
 
@@ -106,11 +109,11 @@ class TestCrashingBot:
             timeout=120,
         )
         assert done.returncode == 0, done.stderr[-3000:]
-        # The bot processes share the runner's stderr: a bot's line can land between a log
-        # line and its newline, so read each JSON object and ignore what follows it.
-        decoder = json.JSONDecoder()
-        events = [decoder.raw_decode(line)[0] for line in done.stderr.splitlines() if line.startswith("{")]
-        crashes = [line for line in done.stderr.splitlines() if line.startswith("crashing_bot: crashing")]
+        events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+        # What the bot wrote is in its own log files, not in the runner's log.
+        assert "crashing_bot: crashing" not in done.stderr
+        said = "\n".join(p.read_text() for p in sorted((out / "logs").rglob("crashy-*.log")))
+        crashes = [line for line in said.splitlines() if line.startswith("crashing_bot: crashing")]
         restarts = [e for e in events if e["event"] == "bot_restarted"]
         assert crashes, "the bot never crashed: lower --crash-at"
         # every crash is followed by a restart (one at the very end may race the shutdown)

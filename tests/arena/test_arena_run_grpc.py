@@ -47,16 +47,30 @@ class TestGrpcExecutor:
             assert json.loads(record.read_text())["match_id"] == record.stem
 
     @pytest.mark.parametrize("processes", ["per_match", "per_run"])
-    def test_crashing_command_bot_stops_the_arena(self, tmp_path: Path, processes: str) -> None:
-        """A bot command that keeps exiting ends the run with an error naming the bot
-        (per_match: its matches fail 3 times; per_run: it exits too often)."""
-        bots = [{"name": "broken", "command": [sys.executable, "-c", "raise SystemExit(3)"]}, GRPC_BOTS[1]]
+    def test_a_bot_that_cannot_start_is_disqualified_and_the_arena_goes_on(
+        self, tmp_path: Path, processes: str, capfd: pytest.CaptureFixture[str]
+    ) -> None:
+        """A bot command that keeps exiting (per_match: before it joins; per_run: too often) loses
+        its matches as DISQUALIFIED forfeits, what it wrote is in the message, the other bots' matches
+        are played, and every match is counted once."""
+        failing = "import sys; sys.stderr.write('broken: cannot find my weights\\n'); raise SystemExit(3)"
+        bots = [{"name": "broken", "command": [sys.executable, "-c", failing]}, *GRPC_BOTS]
         arena = {"sets_per_pairing": 1, "bot_processes": processes}
         data = {"arena": arena, "game": {"players": 2, "hands": 1}, "bots": bots}
-        with pytest.raises(Exception, match="'broken' exited"):
-            run_arena(parse_config(data), tmp_path / "o", workers=1, bootstrap_samples=0)
-        statuses = {status for status, _ in _results(tmp_path / "o" / "arena.sqlite").values()}
-        assert "done" not in statuses  # nothing was counted
+        summary = run_arena(parse_config(data), tmp_path / "o", workers=1, bootstrap_samples=0)
+        assert summary.done == summary.scheduled == 6
+        results = _results(tmp_path / "o" / "arena.sqlite")
+        for match_id, (status, result) in results.items():
+            assert status == "done"
+            if "broken" in match_id:
+                assert result["forfeit"]["bot"] == "broken" and result["forfeit"]["reason"] == "DISQUALIFIED"
+                assert "broken: cannot find my weights" in result["forfeit"]["message"] or processes == "per_run"
+            else:
+                assert result["termination"] == "completed", result
+        captured = capfd.readouterr()
+        err = captured.out + captured.err
+        assert err.count("bot_disqualified") == 1, err[-3000:]
+        assert "broken: cannot find my weights" not in [line.strip() for line in err.splitlines()]  # in its log
 
 
 def test_relative_command_runs_in_the_directory_of_gaigel_arena_run(tmp_path: Path) -> None:

@@ -1,15 +1,19 @@
-"""Sandboxed command bots: a hostile bot under ``podman`` and under ``process``.
+"""Sandboxed command bots: a hostile bot under ``bwrap``, ``podman`` and ``process``.
 
-The hostile bot (tests/arena/hostile/hostile_bot.py) attacks at its first decision: a TCP
-connection to a listener of this test, reading a secret planted in a home folder,
-writing outside its tmpfs, a (bounded) fork bomb, allocating 4 GB, spinning the CPU. Each
-arena has the hostile bot and two house bots; the house bots' own matches must finish
-normally whatever the hostile bot does. The outcome per attack and sandbox is the table in
+The hostile bot (tests/arena/hostile/hostile_bot.py) probes at its first decision: the
+organiser's secret environment variable, a key in the organiser's ``~/.ssh``,
+``/etc/shadow``, another bot's folder (read and write), another bot's token in ``/proc``,
+signalling the runner, writing the arena's output folder, a TCP port on loopback and a
+unix socket of this test, a daemon left behind; then, one per run, a fork bomb, 4 GB,
+a spinning CPU and 100 MB of stderr. Each arena has the hostile bot, a victim command
+bot with a folder of its own and a house bot; the other tables must finish normally
+whatever the hostile bot does. The outcome per probe and sandbox is the table in
 docs/operator-guide.md ("What each sandbox stops").
 
-The podman tests need root, podman, runc and debootstrap (see docker/README.md) and the
-project image that tests/container builds (docker/build_image.sh, same tag, cached
-layers); they are skipped without them, except under CI, where that is a failure.
+The bwrap tests need bubblewrap; the podman tests need root, podman, runc and debootstrap
+(see docker/README.md) and the project image that tests/container builds
+(docker/build_image.sh, same tag, cached layers). Both are skipped without them, except
+under CI, where that is a failure.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gaigel_arena.bwrap import bwrap_problem
 from gaigel_arena.config import parse_config
 from gaigel_arena.journal import Journal
 from gaigel_arena.runner import run_arena
@@ -34,19 +40,32 @@ from gaigel_arena.runner import run_arena
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 IMAGE = os.environ.get("GAIGEL_TEST_IMAGE", "localhost/gaigel-arena:test")
-LIMITS = {"memory_mb": 256, "pids": 32, "cpu_seconds": 2, "address_space_mb": 1024, "tmpfs_mb": 16}
+LIMITS = {"memory_mb": 256, "pids": 32, "cpu_seconds": 2, "tmpfs_mb": 16, "log_bytes": 65536}
 SECRET = "organiser-secret-7f3a"
+STATIC = ["env", "ssh", "shadow", "otherbot", "token", "signal", "journal", "loopback", "unix", "daemon"]
+"""Probes that read, write or reach something: one run checks them all."""
 
 
-def require_podman() -> None:
-    missing = [tool for tool in ("podman", "runc", "debootstrap") if shutil.which(tool) is None]
-    if os.geteuid() != 0:
+def require(tools: list[str], why: str) -> None:
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if os.geteuid() != 0 and "podman" in tools:
         missing.append("root")
     if missing:
-        message = f"the podman sandbox tests need {', '.join(missing)} (see docker/README.md)"
+        message = f"{why} need {', '.join(missing)}"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+def require_podman() -> None:
+    require(["podman", "runc", "debootstrap"], "the podman sandbox tests (see docker/README.md)")
+
+
+def require_bwrap() -> None:
+    require(["bwrap"], "the bwrap sandbox tests (apt-get install bubblewrap)")
+    problem = bwrap_problem()
+    if problem:
+        pytest.fail(problem) if os.environ.get("CI") else pytest.skip(problem)
 
 
 @pytest.fixture(scope="module")
@@ -61,48 +80,106 @@ def project_image() -> str:
     return IMAGE
 
 
-def host_address() -> str:
-    """An address of this machine that is not the loopback (the container's own loopback is its own)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("10.255.255.255", 1))
-            return str(s.getsockname()[0])
-        except OSError:
-            return "127.0.0.1"
+class Targets:
+    """What the hostile bot may try to reach, all made by this test: a TCP listener on loopback, a
+    unix socket, the organiser's home with a key and a secret variable, the victim's folder."""
 
+    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp = tmp
+        self.received: list[bytes] = []
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.unix_path = tmp / "organiser.sock"
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(str(self.unix_path))
+        self.unix.listen()
+        os.chmod(self.unix_path, 0o777)  # reachable by any uid: only the sandbox may stop the bot
+        self.home = tmp / "home"
+        (self.home / ".ssh").mkdir(parents=True)
+        (self.home / ".ssh" / "id_ed25519").write_text(SECRET)
+        monkeypatch.setenv("HOME", str(self.home))
+        monkeypatch.setenv("ORGANISER_SECRET", SECRET)
+        monkeypatch.setenv("GAIGEL_ADMIN_TOKEN", SECRET)
+        self.victim = tmp / "victim"
+        self.victim.mkdir()
+        shutil.copy(ROOT / "clients/python/examples/random_bot.py", self.victim / "bot.py")
+        for folder in (tmp, self.home, self.home / ".ssh", self.victim):
+            folder.chmod(0o755)  # as open as a careless organiser's: only the sandbox protects them
+        self.marker = f"gaigel-hostile-daemon-{os.getpid()}-{time.monotonic_ns()}"
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._accept, args=(s,), daemon=True) for s in (self.tcp, self.unix)]
+        for t in self._threads:
+            t.start()
 
-@pytest.fixture
-def listener() -> Iterator[tuple[str, list[bytes]]]:
-    """A TCP server on all addresses; yields its HOST:PORT and what connections sent it."""
-    server = socket.create_server(("0.0.0.0", 0))
-    server.settimeout(0.2)
-    received: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
+    def _accept(self, server: socket.socket) -> None:
+        server.settimeout(0.2)
+        while not self._stop.is_set():
             try:
                 conn, _ = server.accept()
-            except TimeoutError:
+            except (TimeoutError, OSError):
                 continue
             with conn:
                 conn.settimeout(2)
-                received.append(conn.recv(100))
+                self.received.append(conn.recv(100))
 
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"{host_address()}:{server.getsockname()[1]}", received
-    stop.set()
-    thread.join(5)
-    server.close()
+    def args(self, out: Path) -> list[str]:
+        tcp = f"127.0.0.1:{self.tcp.getsockname()[1]}"
+        return [
+            "secret_env=ORGANISER_SECRET",
+            f"ssh={self.home / '.ssh' / 'id_ed25519'}",
+            f"other={self.victim}",
+            f"runner={os.getpid()}",
+            f"out={out}",
+            f"tcp={tcp}",
+            f"sock={self.unix_path}",
+            f"marker={self.marker}",
+        ]
+
+    def daemons(self) -> list[int]:
+        """Live processes (not zombies) whose command line holds this test's marker."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().split(")")[-1].split()[0]
+            except OSError:
+                continue
+            if self.marker.encode() in cmdline and state != "Z":
+                found.append(int(entry))
+        return found
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(5)
+        self.tcp.close()
+        self.unix.close()
+        for pid in self.daemons():  # a breach in the unconfined run: clean up what it left
+            os.kill(pid, 9)
 
 
-def run_hostile(out: Path, sandbox: str, attack: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Runs the hostile bot (*attack*) with two house bots; returns the records and the journal results."""
+@pytest.fixture
+def targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Targets]:
+    t = Targets(tmp_path, monkeypatch)
+    yield t
+    t.close()
+
+
+def run_hostile(
+    out: Path, sandbox: str, probes: list[str], targets: Targets
+) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """Runs the hostile bot (*probes*) beside the victim and a house bot; returns the records, the
+    journal results and everything the hostile bot wrote (its log files)."""
+    args = [",".join(probes), *targets.args(out)]
+    victim: dict[str, Any] = {"name": "victim", "sandbox": sandbox, "folder": str(targets.victim)}
     if sandbox == "podman":
-        hostile: dict[str, Any] = {"name": "hostile", "build": str(HOSTILE), "command": attack}
+        hostile: dict[str, Any] = {"name": "hostile", "build": str(HOSTILE), "command": args}
+        victim.update(build=str(HOSTILE), command=["none"])
+        del victim["folder"]
     else:
-        hostile = {"name": "hostile", "command": [sys.executable, str(HOSTILE / "hostile_bot.py"), *attack]}
+        hostile = {"name": "hostile", "command": [sys.executable, str(HOSTILE / "hostile_bot.py"), *args]}
+        victim["command"] = [sys.executable, str(targets.victim / "bot.py")]
     hostile["sandbox"] = sandbox
     data = {
         "arena": {"seed": 5, "sets_per_pairing": 1},
@@ -111,14 +188,15 @@ def run_hostile(out: Path, sandbox: str, attack: list[str]) -> tuple[list[dict[s
         # (decision time + bank + 3 more decisions) even at a fifth of a core, as on a loaded machine.
         "clock": {"decision_ms": 500, "bank_ms": 8000, "resume_grace_ms": 1500},
         "sandbox": LIMITS,
-        "bots": [hostile, {"name": "house-a", "house": "random"}, {"name": "house-b", "house": "random"}],
+        "bots": [hostile, victim, {"name": "house", "house": "random"}],
     }
     summary = run_arena(parse_config(data), out, workers=1, bootstrap_samples=0)
     assert summary.done == summary.scheduled == 6
     records = [json.loads(p.read_text()) for p in sorted((out / "records").glob("*.json"))]
     with Journal.open_existing(summary.db_path) as journal:
         results = {r.match_id: r.result for r in journal.rows()}
-    return records, results
+    said = "\n".join(p.read_text(errors="replace") for p in sorted((out / "logs").rglob("*hostile*.log")))
+    return records, results, said
 
 
 def bots_of(record: dict[str, Any]) -> set[str]:
@@ -138,8 +216,102 @@ def sandbox_faults(records: list[dict[str, Any]]) -> list[str]:
     return [f["reason"] for r in records for f in r.get("sandbox_faults", [])]
 
 
-def verdicts(err: str, attack: str) -> list[str]:
-    return [line.split()[2] for line in err.splitlines() if line.startswith(f"hostile: {attack} ")]
+def verdicts(said: str) -> dict[str, set[str]]:
+    """Probe -> the verdicts the hostile bot's processes printed for it."""
+    out: dict[str, set[str]] = {}
+    for line in said.splitlines():
+        words = line.split()
+        if len(words) >= 3 and words[0] == "hostile:":
+            out.setdefault(words[1], set()).add(words[2])
+    return out
+
+
+def assert_contained(out: Path, sandbox: str, targets: Targets) -> None:
+    """Every static probe is contained, nothing reached the listeners, no daemon is left."""
+    records, _, said = run_hostile(out, sandbox, STATIC, targets)
+    assert_other_tables_finished(records)
+    found = verdicts(said)
+    assert set(found) == set(STATIC), (set(STATIC) - set(found), said[-2000:])
+    breached = {probe: v for probe, v in found.items() if v != {"contained"}}
+    assert breached == {}, said[-3000:]
+    assert targets.received == []
+    assert not (out / "pwned").exists() and not (targets.victim / "hostile-was-here").exists()
+    assert SECRET not in (out / "records").read_text() if (out / "records").is_file() else True
+    time.sleep(0.5)  # a daemon that escaped would still be sleeping
+    assert targets.daemons() == []
+
+
+def assert_limits(out: Path, sandbox: str, probe: str, reason: str | None, targets: Targets) -> None:
+    records, results, said = run_hostile(out, sandbox, [probe], targets)
+    assert_other_tables_finished(records)
+    assert "BREACHED" not in verdicts(said).get(probe, set()), said[-2000:]
+    if reason is None:
+        return
+    hostile = [r for r in records if "hostile" in bots_of(r)]
+    # Each process attacks once: every hostile match loses a process to the limit.
+    assert sandbox_faults(records) and set(sandbox_faults(records)) == {reason}, sandbox_faults(records)
+    forfeits = [res["forfeit"] for res in results.values() if res and "forfeit" in res]
+    assert forfeits and all(f["bot"] == "hostile" for f in forfeits), forfeits
+    # A spinning bot may run out of strikes (late answers) before its CPU time is out.
+    assert reason in {f["reason"] for f in forfeits} <= {reason, "TIMEOUT_FALLBACK"}, forfeits
+    assert len(forfeits) <= len(hostile)
+
+
+# --- bwrap -----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces are Linux")
+class TestBwrapSandbox:
+    """The default sandbox contains every probe; limit hits are faults; the other tables finish."""
+
+    def test_every_read_write_and_network_probe_is_contained(self, tmp_path: Path, targets: Targets) -> None:
+        require_bwrap()
+        assert_contained(tmp_path / "out", "bwrap", targets)
+
+    @pytest.mark.parametrize(
+        ("probe", "reason"), [("fork", "SANDBOX_PIDS"), ("mem", "SANDBOX_OOM"), ("cpu", "SANDBOX_CPU")]
+    )
+    def test_limit_hits_are_faults(self, tmp_path: Path, targets: Targets, probe: str, reason: str) -> None:
+        require_bwrap()
+        from gaigel_arena.cgroup import cgroup_version
+
+        if probe != "cpu" and cgroup_version() == 0:  # rlimits only: the fork or allocation fails, no kill
+            reason_or_none: str | None = None
+        else:
+            reason_or_none = reason
+        assert_limits(tmp_path / "out", "bwrap", probe, reason_or_none, targets)
+
+    def test_stderr_flood_is_capped_per_process_and_kept_out_of_the_log(
+        self, tmp_path: Path, targets: Targets, capfd: pytest.CaptureFixture[str]
+    ) -> None:
+        require_bwrap()
+        out = tmp_path / "out"
+        records, _, _ = run_hostile(out, "bwrap", ["flood"], targets)
+        assert_other_tables_finished(records)
+        logs = sorted((out / "logs").rglob("*hostile*.log"))
+        assert logs and all(p.stat().st_size <= LIMITS["log_bytes"] + 200 for p in logs), [
+            p.stat().st_size for p in logs
+        ]
+        assert all("output truncated after" in p.read_text(errors="replace") for p in logs)
+        assert len(capfd.readouterr().err) < 2_000_000  # the runner's own log, without the flood
+        assert all(r.get("bot_logs") for r in records if "hostile" in bots_of(r))
+
+    def test_the_python_sdk_bot_plays_a_whole_arena_without_a_fault(self, tmp_path: Path) -> None:
+        require_bwrap()
+        data = {
+            "arena": {"seed": 3, "sets_per_pairing": 1},
+            "game": {"players": 2, "hands": 2},
+            "bots": [
+                {"name": "kit-py", "command": ["python", str(ROOT / "clients/python/examples/random_bot.py")]},
+                {"name": "house", "house": "random"},
+            ],
+        }
+        summary = run_arena(parse_config(data), tmp_path / "out", workers=1, bootstrap_samples=0)
+        assert summary.done == summary.scheduled == 2
+        for path in (tmp_path / "out" / "records").glob("*.json"):
+            record = json.loads(path.read_text())
+            assert record["result"]["termination"] == "completed" and record["faults"] == [], record["faults"]
+            assert record["sandboxes"]["kit-py"]["sandbox"] == "bwrap"  # what auto picks
 
 
 # --- podman ----------------------------------------------------------------------------------
@@ -149,30 +321,19 @@ def verdicts(err: str, attack: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 class TestPodmanSandbox:
-    """Every attack is contained; limit hits are faults in the records, and the house tables finish."""
+    """Every probe is contained; limit hits are faults in the records, and the house tables finish."""
 
-    def test_network_home_and_writes_are_contained(
-        self,
-        project_image: str,
-        tmp_path: Path,
-        listener: tuple[str, list[bytes]],
-        capfd: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch,
+    def test_every_read_write_and_network_probe_is_contained(
+        self, project_image: str, tmp_path: Path, targets: Targets
     ) -> None:
         del project_image
-        home = tmp_path / "home"
-        home.mkdir()
-        (home / "secret.txt").write_text(SECRET)
-        monkeypatch.setenv("HOME", str(home))
-        target, received = listener
-        for attack in (["tcp", target], ["home", str(home / "secret.txt")], ["write", str(tmp_path / "pwned")]):
-            records, _ = run_hostile(tmp_path / attack[0], "podman", attack)
-            assert_other_tables_finished(records)
-            found = verdicts(capfd.readouterr().err, attack[0])
-            assert found and set(found) == {"contained"}, (attack, found)
-        assert received == []
-        assert not (tmp_path / "pwned").exists()
-        assert not (HOSTILE / "hostile").exists()
+        assert_contained(tmp_path / "out", "podman", targets)
+
+    def test_no_token_on_a_podman_command_line(self) -> None:
+        from gaigel_arena.sandbox import SandboxConfig, podman_command
+
+        argv, env = podman_command("c", "img", [], {"GAIGEL_TOKEN": SECRET}, "/tmp/s", SandboxConfig())
+        assert SECRET not in " ".join(argv) and "--env=GAIGEL_TOKEN" in argv and env["GAIGEL_TOKEN"] == SECRET
 
     def test_python_kit_image_plays_through_the_unix_socket(self, project_image: str, tmp_path: Path) -> None:
         """clients/python/Dockerfile with the example bot: a whole arena in the sandbox, no fault."""
@@ -197,24 +358,13 @@ class TestPodmanSandbox:
             assert record["result"]["termination"] == "completed" and record["faults"] == [], record["faults"]
 
     @pytest.mark.parametrize(
-        ("attack", "reason"), [("fork", "SANDBOX_PIDS"), ("mem", "SANDBOX_OOM"), ("cpu", "SANDBOX_CPU")]
+        ("probe", "reason"), [("fork", "SANDBOX_PIDS"), ("mem", "SANDBOX_OOM"), ("cpu", "SANDBOX_CPU")]
     )
     def test_limit_hits_are_faults_and_the_bot_restarts(
-        self, project_image: str, tmp_path: Path, capfd: pytest.CaptureFixture[str], attack: str, reason: str
+        self, project_image: str, tmp_path: Path, targets: Targets, probe: str, reason: str
     ) -> None:
         del project_image
-        records, results = run_hostile(tmp_path / attack, "podman", [attack])
-        assert_other_tables_finished(records)
-        hostile = [r for r in records if "hostile" in bots_of(r)]
-        # Each process attacks once: every hostile match loses a process to the limit, the
-        # restarted one plays the next match.
-        assert sandbox_faults(records) and set(sandbox_faults(records)) == {reason}, sandbox_faults(records)
-        forfeits = [res["forfeit"] for res in results.values() if res and "forfeit" in res]
-        assert forfeits and all(f["bot"] == "hostile" for f in forfeits), forfeits
-        # A spinning bot may run out of strikes (late answers) before its CPU time is out.
-        assert reason in {f["reason"] for f in forfeits} <= {reason, "TIMEOUT_FALLBACK"}, forfeits
-        assert len(forfeits) <= len(hostile)
-        assert "BREACHED" not in verdicts(capfd.readouterr().err, attack)
+        assert_limits(tmp_path / "out", "podman", probe, reason, targets)
 
 
 # --- process ---------------------------------------------------------------------------------
@@ -224,48 +374,26 @@ class TestPodmanSandbox:
 class TestProcessSandbox:
     """What rlimits stop, and what they do not: the `process` column of the operator guide's table."""
 
-    def test_rlimits_stop_memory_and_cpu(self, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-        records, _ = run_hostile(tmp_path / "mem", "process", ["mem"])
+    def test_rlimits_stop_memory_and_cpu(self, tmp_path: Path, targets: Targets) -> None:
+        records, _, said = run_hostile(tmp_path / "mem", "process", ["mem"], targets)
         assert_other_tables_finished(records)
-        found = verdicts(capfd.readouterr().err, "mem")
-        assert found and set(found) == {"contained"}, found  # RLIMIT_AS: a MemoryError, no fault
+        assert verdicts(said).get("mem") == {"contained"}, said[-2000:]  # RLIMIT_DATA: a MemoryError, no fault
+        assert_limits(tmp_path / "cpu", "process", "cpu", "SANDBOX_CPU", targets)
 
-        records, results = run_hostile(tmp_path / "cpu", "process", ["cpu"])
+    def test_what_process_does_not_contain(self, tmp_path: Path, targets: Targets) -> None:
+        """The organiser's files, network and processes are the bot's; only the environment is cut."""
+        out = tmp_path / "out"
+        records, _, said = run_hostile(out, "process", STATIC, targets)
         assert_other_tables_finished(records)
-        assert set(sandbox_faults(records)) == {"SANDBOX_CPU"}
-        forfeits = [res["forfeit"] for res in results.values() if res and "forfeit" in res]
-        # A spinning bot may run out of strikes (late answers) before its CPU time is out.
-        reasons = {f["reason"] for f in forfeits}
-        assert "SANDBOX_CPU" in reasons and reasons <= {"SANDBOX_CPU", "TIMEOUT_FALLBACK"}, forfeits
-
-    def test_network_home_and_files_are_not_contained(
-        self,
-        tmp_path: Path,
-        listener: tuple[str, list[bytes]],
-        capfd: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch,
-    ) -> None:
-        home = tmp_path / "home"
-        home.mkdir()
-        (home / "secret.txt").write_text(SECRET)
-        monkeypatch.setenv("HOME", str(home))
-        target, received = listener
-        for attack in (["tcp", target], ["home", str(home / "secret.txt")], ["write", str(tmp_path / "pwned")]):
-            records, _ = run_hostile(tmp_path / attack[0], "process", attack)
-            assert_other_tables_finished(records)
-            found = verdicts(capfd.readouterr().err, attack[0])
-            assert found and set(found) == {"BREACHED"}, (attack, found)
-        assert received and all(data.startswith(b"hostile") for data in received)
-        assert (tmp_path / "pwned").read_text().startswith("hostile")
-
-    def test_fork_bomb_is_stopped_only_for_a_non_root_organiser(
-        self, tmp_path: Path, capfd: pytest.CaptureFixture[str]
-    ) -> None:
-        records, _ = run_hostile(tmp_path / "fork", "process", ["fork"])
-        assert_other_tables_finished(records)
-        found = set(verdicts(capfd.readouterr().err, "fork"))
-        # RLIMIT_NPROC counts every process of the user and does not apply to root at all.
-        assert found == ({"BREACHED"} if os.geteuid() == 0 else {"contained"}), found
+        found = verdicts(said)
+        assert found.pop("env") == {"contained"}  # the environment is cut in every sandbox
+        found.pop("daemon")  # (it always says contained: what counts is the process it leaves, below)
+        expected_contained = {"shadow"} if os.geteuid() != 0 else set()
+        for probe, v in found.items():
+            assert v == ({"contained"} if probe in expected_contained else {"BREACHED"}), (probe, v, said[-2000:])
+        assert targets.received and all(data.startswith(b"hostile") for data in targets.received)
+        assert (out / "pwned").exists()
+        assert targets.daemons(), "the unconfined daemon was expected to outlive its match"
 
 
 # --- configuration -----------------------------------------------------------------------------
@@ -286,7 +414,8 @@ class TestSandboxConfig:
         bot = config.bot("b")
         assert (bot.kind, bot.command, bot.sandbox, bot.build) == ("command", (), "podman", str(tmp_path / "sub"))
         assert config.sandbox.default == "auto" and config.sandbox.memory_mb == 128 and config.sandbox.pids == 64
-        assert config.sandbox.rlimits()["RLIMIT_AS"] == 2048 * 2**20
+        assert config.sandbox.rlimits()["RLIMIT_DATA"] == 128 * 2**20 and "RLIMIT_AS" not in config.sandbox.rlimits()
+        assert "RLIMIT_DATA" not in config.sandbox.rlimits(memory=False)  # a cgroup limits the memory
 
     def test_the_sandbox_is_not_hashed_but_the_image_is(self) -> None:
         plain = _config({"name": "b", "command": ["python", "b.py"]})
@@ -298,7 +427,7 @@ class TestSandboxConfig:
     @pytest.mark.parametrize(
         ("bot", "sandbox", "message"),
         [
-            ({"name": "b", "command": ["x"], "sandbox": "jail"}, None, "sandbox must be one of auto, podman"),
+            ({"name": "b", "command": ["x"], "sandbox": "jail"}, None, "sandbox must be one of auto, bwrap, podman"),
             ({"name": "b", "image": "i", "build": "f"}, None, "give image or build, not both"),
             ({"name": "b", "build": "nowhere"}, None, "has no Dockerfile"),
             ({"name": "b", "house": "random", "sandbox": "process"}, None, "only for command bots"),
