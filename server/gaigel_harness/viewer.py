@@ -330,8 +330,8 @@ def _delta(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 def pack_steps(steps: list[dict[str, Any]]) -> dict[str, Any]:
     """Each step as its change from the step before (and each view from its view there): most of
     a step (the scores, the hands but one card) repeats. Besides, a talon that lost cards from its
-    front is the number of cards lost, and the legal actions of a decision are indices into one
-    table of labels. The page's script unpacks (``unpack`` in the viewer script)."""
+    front is the number of cards lost, hands are only the seats' whose hand changed, and the labels
+    of a decision (taken and legal) are indices into one table of labels. The page's script unpacks (``unpack`` in the viewer script)."""
     out: list[dict[str, Any]] = []
     labels: dict[str, int] = {}
     prev: dict[str, Any] = {}
@@ -345,10 +345,17 @@ def pack_steps(steps: list[dict[str, Any]]) -> dict[str, Any]:
             old, talon = before.get(key, {}).get("talon"), delta.get("talon")
             if old and talon is not None and len(talon) < len(old) and old[len(old) - len(talon) :] == talon:
                 delta["talon"] = len(old) - len(talon)
+            old_hands, hands = before.get(key, {}).get("hands"), delta.get("hands")
+            if old_hands and hands is not None and len(old_hands) == len(hands):
+                delta["hands"] = {str(s): h for s, h in enumerate(hands) if h != old_hands[s]}  # the seats changed
             decision = delta.get("decision")
-            if decision and decision.get("legal"):
-                legal = [labels.setdefault(label, len(labels)) for label in decision["legal"]]
-                delta["decision"] = {**decision, "legal": legal}
+            if decision:
+                legal = decision.get("legal")
+                delta["decision"] = {
+                    **{k: v for k, v in decision.items() if v != [] or k == "legal"},  # no flags: none given
+                    "label": labels.setdefault(decision["label"], len(labels)),
+                    "legal": None if legal is None else [labels.setdefault(label, len(labels)) for label in legal],
+                }
             packed["views"][key] = delta
         out.append(packed)
         prev = step

@@ -89,8 +89,13 @@ function unpack(packed) {
       for (const k of delta["~"] || []) delete view[k];
       delete view["~"];
       if (typeof delta.talon === "number") view.talon = before.talon.slice(delta.talon);
-      if (delta.decision && delta.decision.legal) {
-        view.decision = Object.assign({}, delta.decision, {legal: delta.decision.legal.map(i => packed.labels[i])});
+      if (delta.hands && !Array.isArray(delta.hands)) {
+        view.hands = before.hands.map((hand, s) => delta.hands[String(s)] || hand);
+      }
+      if (delta.decision) {
+        const d = delta.decision;
+        view.decision = Object.assign({}, d, {label: packed.labels[d.label], flags: d.flags || [],
+                                              legal: d.legal === null ? null : d.legal.map(i => packed.labels[i])});
       }
       step.views[key] = view;
     }
