@@ -30,7 +30,10 @@ from gaigel_arena.runner import journal_results
 
 __all__ = [
     "ArenaReport",
+    "BotFate",
     "MatchEntry",
+    "bot_fates",
+    "format_fates",
     "format_presence",
     "format_table",
     "load_report",
@@ -70,6 +73,8 @@ class MatchEntry:
     """The match record on disk, when it was kept and is found."""
     faults: tuple[dict[str, Any], ...] | None
     """The record's faults (``seat``, ``reason``, ...), None when not read or no record."""
+    attempts: int = 0
+    """How often the match was handed to a worker: every attempt but the one that counted was void."""
     revealed: bool = True
     """Whether every match that plays this deal seed is done: only then are the seed and the
     viewer page (the deal, card by card) shown; before, *record* is None and the seed hidden."""
@@ -140,6 +145,7 @@ def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | No
                 row.duration_s,
                 record if row.seed in shown else None,
                 faults,
+                row.attempts,
                 row.seed in shown,
             )
         )
@@ -167,6 +173,85 @@ def _load_presence(folder: Path | None, matches: tuple[MatchEntry, ...]) -> dict
         if entry.status == "done" and forfeit.get("reason") == "ABSENT" and forfeit.get("bot") in out:
             out[forfeit["bot"]]["absent_forfeits"] += 1
     return {bot: {k: round(v, 3) for k, v in row.items()} for bot, row in out.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class BotFate:
+    """What became of one bot's scheduled matches, from the journal (and its faults from the records)."""
+
+    name: str
+    scheduled: int
+    played: int
+    """Done matches its side did not forfeit."""
+    forfeits: dict[str, int]
+    """Done matches its side forfeited, by reason code (``ABSENT``, ``DISQUALIFIED``, a fault's code)."""
+    voids: int
+    """Attempts at its matches that did not count (void: a failure, or cut off by a crash or Ctrl-C)."""
+    disqualified: str | None
+    """Why it was disqualified, None if it was not."""
+    rated: bool
+    """False for a bot without a done match its side did not forfeit: it is listed apart, not rated."""
+    faults: int | None
+    """Faults charged to it in the kept records; None when no record was read."""
+
+    @property
+    def fate(self) -> str:
+        """In a few words: disqualified, not rated (and why) or rated."""
+        if self.disqualified is not None:
+            return f"disqualified: {self.disqualified.removeprefix('disqualified: ')}"
+        if not self.rated:
+            return "not rated: only forfeits" if self.forfeits else "not rated: no game played"
+        return "rated"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {**dataclasses.asdict(self), "fate": self.fate}
+
+
+def bot_fates(report: ArenaReport) -> tuple[BotFate, ...]:
+    """One :class:`BotFate` per configured bot, in config order."""
+    from gaigel_arena.executors import DISQUALIFIED
+
+    rated = {row.name for row in report.standings.rows}
+    faults = _faults_per_bot(report)
+    read = any(e.faults is not None for e in report.matches)
+    out = []
+    for bot in report.bots:
+        scheduled = played = voids = 0
+        forfeits: collections.Counter[str] = collections.Counter()
+        why: str | None = None
+        for e in report.matches:
+            mine = {x for x, name in enumerate(e.sides) if name == bot}
+            if not mine:
+                continue
+            scheduled += 1
+            voids += max(0, e.attempts - (0 if e.status == "pending" else 1))
+            if e.status != "done" or e.result is None:
+                continue
+            if not mine & set(e.result.get("forfeit_sides") or ()):
+                played += 1
+                continue
+            forfeit = e.result.get("forfeit") or {}
+            reason = str(forfeit.get("reason") or "FORFEIT")
+            forfeits[reason] += 1
+            if reason == DISQUALIFIED and why is None:
+                why = str(forfeit.get("message", ""))
+        total = sum(faults.get(bot, {}).values()) if read else None
+        out.append(BotFate(bot, scheduled, played, dict(forfeits.most_common()), voids, why, bot in rated, total))
+    return tuple(out)
+
+
+def format_fates(report: ArenaReport) -> str:
+    """Every bot's matches played, forfeited (by reason) and void, and its fate, as fixed-width text."""
+    fates = bot_fates(report)
+    header = f"{'bot':<20} {'matches':>7} {'played':>6} {'forfeits':>8} {'voids':>5} {'faults':>6}  fate"
+    lines = ["what became of every bot:", header, "-" * len(header)]
+    for f in fates:
+        n = sum(f.forfeits.values())
+        reasons = f" ({', '.join(f'{r} {k}' for r, k in f.forfeits.items())})" if n else ""
+        faults = "?" if f.faults is None else str(f.faults)
+        lines.append(f"{f.name:<20} {f.scheduled:>7} {f.played:>6} {n:>8} {f.voids:>5} {faults:>6}  {f.fate}{reasons}")
+    return "\n".join(lines)
 
 
 def load_report(
@@ -246,6 +331,7 @@ def report_dict(report: ArenaReport) -> dict[str, Any]:
         "connected": report.standings.connected,
         "bots": bots,
         "presence": report.presence,
+        "fates": [f.to_dict() for f in bot_fates(report)],
         "standings": report.standings.to_dict(),
         "config": _published_config(report),
     }
@@ -313,6 +399,39 @@ def format_presence(report: ArenaReport) -> str:
             f"{int(row['absent_forfeits'])} absent forfeits"
         )
     return "\n".join(lines)
+
+
+def _unrated_note(report: ArenaReport) -> str:
+    apart = [f for f in bot_fates(report) if not f.rated]
+    if not apart:
+        return ""
+    items = "; ".join(f"<b>{html.escape(f.name)}</b> ({html.escape(f.fate)})" for f in apart)
+    return f'<p id="unrated"><b>Not rated</b> (see what became of every bot below): {items}.</p>\n'
+
+
+def _fate_rows(report: ArenaReport) -> str:
+    """The section "What became of every bot": matches played, forfeited, void, and the fate."""
+    esc = html.escape
+    rows = []
+    for f in bot_fates(report):
+        n = sum(f.forfeits.values())
+        reasons = ", ".join(f"<code>{esc(r)}</code> {k}" for r, k in f.forfeits.items())
+        cls = "" if f.rated and f.disqualified is None else ' class="faulty"'
+        rows.append(
+            f'<tr data-bot="{esc(f.name)}" data-rated="{str(f.rated).lower()}"><td class="name">{esc(f.name)}</td>'
+            f'<td>{f.scheduled}</td><td>{f.played}</td><td>{n}</td><td class="name">{reasons}</td>'
+            f"<td>{f.voids}</td><td>{'?' if f.faults is None else f.faults}</td>"
+            f'<td{cls}><span class="name">{esc(f.fate)}</span></td></tr>'
+        )
+    return f"""<h2>What became of every bot</h2>
+<p class="caption">Scheduled matches of each bot; those played, those its side forfeited by reason code (ABSENT: a
+remote bot that stayed away, DISQUALIFIED: not played after the bot kept failing, else the fault that ended it),
+attempts that were void (a failure, or cut off by a crash or Ctrl-C; counted for every bot of the match) and its
+faults. A bot that only forfeited is not rated: it is listed here, not in the ratings.</p>
+<table id="fates"><tr><th class="name">bot</th><th>matches</th><th>played</th><th>forfeits</th>
+<th class="name">by reason</th><th>voids</th><th>faults</th><th class="name">fate</th></tr>
+{"".join(rows)}</table>
+"""
 
 
 def _presence_rows(report: ArenaReport) -> str:
@@ -490,19 +609,28 @@ def _duration_text(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-def _fault_rows(report: ArenaReport) -> tuple[list[str], bool]:
-    """One row per bot with its faults by reason code; False when no record was read."""
-    esc = html.escape
-    read = [e for e in report.matches if e.faults is not None]
+def _faults_per_bot(
+    report: ArenaReport, matches: dict[str, set[str]] | None = None
+) -> dict[str, collections.Counter[str]]:
+    """Each bot's faults in the records read, by reason code (and into *matches* the matches with them)."""
     per_bot: dict[str, collections.Counter[str]] = {name: collections.Counter() for name in report.bots}
-    matches: dict[str, set[str]] = {name: set() for name in report.bots}
-    for e in read:
+    for e in report.matches:
         for f in e.faults or ():
             seat = f.get("seat")
             if isinstance(seat, int) and 0 <= seat < len(e.seats):
                 bot = e.seats[seat]
                 per_bot.setdefault(bot, collections.Counter())[str(f.get("reason", "?"))] += 1
-                matches.setdefault(bot, set()).add(e.match_id)
+                if matches is not None:
+                    matches.setdefault(bot, set()).add(e.match_id)
+    return per_bot
+
+
+def _fault_rows(report: ArenaReport) -> tuple[list[str], bool]:
+    """One row per bot with its faults by reason code; False when no record was read."""
+    esc = html.escape
+    read = [e for e in report.matches if e.faults is not None]
+    matches: dict[str, set[str]] = {name: set() for name in report.bots}
+    per_bot = _faults_per_bot(report, matches)
     rows = []
     for bot, reasons in sorted(per_bot.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
         total = sum(reasons.values())
@@ -542,7 +670,7 @@ def render_html(report: ArenaReport, pages: Mapping[str, str] | None = None, ref
     """
     st = report.standings
     names = [row.name for row in st.rows]
-    order = names + sorted(set(report.bots) - set(names))
+    order = names  # a bot without rated games has no line: it is listed under the ratings instead
     colours = _colours(order)
     esc = html.escape
     rows_html = []
@@ -623,7 +751,7 @@ the Elo scale with mean 0; intervals are 95% bootstrap intervals over duplicate 
 <h2>Ratings</h2>
 <table id="ratings"><tr><th>#</th><th class="name">bot</th><th>Elo</th><th>BT</th><th>BT 95%</th><th>games</th><th>score</th></tr>
 {"".join(rows_html)}</table>
-<h2>Rating history</h2>
+{_unrated_note(report)}<h2>Rating history</h2>
 <p class="caption">Sequential Elo (K = 16) of every bot after each pairwise game; the dashed line is the start, 1500.</p>
 {_svg_history(report.results, order, colours)}
 <h2>Cross table</h2>
@@ -641,7 +769,7 @@ green: the row's bot scored more, red: less. Hover a cell for the likelihood of 
 <table id="faults-per-bot"><tr><th class="name">bot</th><th>faults</th><th>matches with faults</th>
 <th class="name">by reason</th></tr>
 {"".join(fault_rows)}</table>
-{_presence_rows(report)}<h2>Matches</h2>
+{_presence_rows(report)}{_fate_rows(report)}<h2>Matches</h2>
 <p class="caption">Every scheduled match in schedule order; the bold bot's side won. Follow a match id to step
 through the match in the viewer.</p>
 <table id="matches"><tr><th>#</th><th class="name">match</th><th class="name">sides</th><th>seed</th>
