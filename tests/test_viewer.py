@@ -350,8 +350,8 @@ def test_compact_page_derives_every_seat_view_exactly(tmp_path: Path, args: tupl
     compact = build_view(record, compact=True)
     assert list(compact["steps"][0]["views"]) == ["all"] and compact["views"] == full["views"]
     page = tmp_path / "compact.html"
-    dump = "document.body.appendChild(document.createElement('pre')).id = 'dump';"
-    dump += "document.getElementById('dump').textContent = JSON.stringify(STEPS);"
+    dump = "READY.then(() => { document.body.appendChild(document.createElement('pre')).id = 'dump';"
+    dump += "document.getElementById('dump').textContent = JSON.stringify(STEPS); });"
     page.write_text(render_viewer(compact).replace("</body>", f"<script>{dump}</script></body>"), encoding="utf-8")
     found = re.search(r'<pre id="dump">(.*?)</pre>', dump_dom(page.as_uri()), re.S)
     assert found is not None

@@ -1,9 +1,11 @@
-"""The viewer page's stylesheet and script (inline in every page: no network, no CDN).
+"""The viewer page's stylesheet and script (inline in every page, or shared by the arena report's
+pages as ``viewer.css`` and ``viewer.js`` beside them: no network, no CDN).
 
 Kept as strings in a module so they ship with the package without package-data rules.
 The script reads the step data from ``<script id="match-data">`` and the step and seat
 from the URL fragment (``#step=N&seat=S``, ``#step=end`` for the last), so a link or a headless browser can open any
-step directly.
+step directly. A compact page (``build_view(..., compact=True)``) holds its steps packed and
+gzipped; the script unpacks them and derives every seat's view before it draws (``READY``).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ code.reason { background: #d32f2f; color: #fff; padding: 0 0.3em; border-radius:
 JS = r"""
 "use strict";
 const DATA = JSON.parse(document.getElementById("match-data").textContent);
-const STEPS = DATA.packed ? deriveViews(unpack(DATA.packed)) : DATA.steps;
+let STEPS = null;  // set by start(): a compact page's steps are gzipped (packed_gz) and unpacked first
 
 // A packed step holds what changed since the step before ("~": the keys gone); see pack_steps.
 function unpack(packed) {
@@ -133,6 +135,20 @@ const SUITS = {E: ["\u2663", "Eichel"], B: ["\u2660", "Blatt"], H: ["\u2665", "H
 const RANKS = {A: "A", T: "10", K: "K", O: "O", U: "U", "7": "7"};
 let cur = 0;
 let viewKey = DATA.views[0];
+
+// base64 of gzipped JSON (the arena report's pages: a tenth of the size) to the value
+async function gunzipJSON(b64) {
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+// Without packed_gz this runs at once, to setup(), before any later script of the page.
+async function start() {
+  const packed = DATA.packed_gz ? await gunzipJSON(DATA.packed_gz) : DATA.packed;
+  STEPS = packed ? deriveViews(unpack(packed)) : DATA.steps;
+  setup();
+}
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -388,5 +404,5 @@ function setup() {
   render();
 }
 
-setup();
+const READY = start();  // resolves once the page is drawn
 """
