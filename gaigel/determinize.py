@@ -185,6 +185,7 @@ def _build(
     st.rob_cards = obs.robbed_cards if obs.robbed_cards is not None else (-1, -1)
     st.reserved_seat = -1 if obs.rob_reserved_seat is None else obs.rob_reserved_seat
     st.shown_sevens = 0
+    st.seven_drawer = -1  # who drew which card is not observed
     st.tricks = [(t.leader, t.cards, t.winner) for t in obs.tricks]
     st.melds = [(m.seat, m.suit, m.double, m.cards, m.points) for m in obs.melds]
     st.history = []

@@ -47,6 +47,11 @@ def why_illegal(state: GaigelState, action: int) -> str:
         return _why_no_rob(state, seat, legal)
     if A.OPENING_BASE <= action < A.OPENING_BASE + 5:
         return f"openings are declared only by the forehand before trick 1 (legal: {legal})"
+    if action == A.SHOW_SEVEN:
+        return (
+            "only the player who drew the second trump Seven (after a robbery) may show it, at his next decision "
+            f"(rob.second_seven_points; legal: {legal})"
+        )
     if action in (A.AUS, A.PASS):
         return f"aus and pass are answers in the Aus window of aus_mode = explicit (legal: {legal})"
     return f"not available now (legal: {legal})"

@@ -225,9 +225,10 @@ def opening_options(rules: Ruleset, hand: CardMask, trump: int) -> dict[Opening,
         and leadable
     ):
         options[Opening.AUF_DISSLE] = leadable
-    if not options and rules.opening_all_trump_fallback == "TRUMPF_HOEHER":
-        # The all-trump fallback (§4.6); with a narrowed opening.enabled it also covers
-        # any other hand that has no enabled option: lead anything, higher of its suit wins.
+    if not options and (rules.opening_all_trump_fallback == "TRUMPF_HOEHER" or non_trump):
+        # The all-trump fallback (§4.6); with a narrowed opening.enabled it also covers any
+        # other hand that has no enabled option, REDEAL or not (§17): lead anything, higher
+        # of its suit wins. REDEAL voids only an all-trump hand.
         options[Opening.TRUMPF_HOEHER] = hand
     return options
 
@@ -268,6 +269,7 @@ _SLOTS = (
     "rob_cards",
     "robbed_by",
     "rules",
+    "seven_drawer",
     "shown_sevens",
     "side_cards",
     "side_melds",
@@ -356,6 +358,7 @@ class GaigelState:
         self.rob_cards = (-1, -1)
         self.reserved_seat = -1
         self.shown_sevens = 0
+        self.seven_drawer = -1
         self.tricks: list[tuple[int, tuple[CardId, ...], int]] = []
         self.melds: list[tuple[int, int, bool, tuple[CardId, ...], int]] = []
         self.history: list[int] = []
@@ -433,7 +436,10 @@ class GaigelState:
             s = self.to_act
             hand = self.hands[s]
             if self.trick1_special:
-                return _bits(self._trick1_playable(hand))
+                acts = _bits(self._trick1_playable(hand))
+                if self.rules.five_sevens_anytime and (hand & _SEVENS).bit_count() == 5:
+                    acts.append(A.FIVE_SEVENS)  # also in trick 1 (§17), instead of playing
+                return acts
             strict = self.strict
             playable = self._strict_playable(hand) if strict else hand
             acts = _bits(playable)
@@ -451,14 +457,20 @@ class GaigelState:
                     if hand & self._trump_sevens or self._other_extras:
                         self._extra_actions(s, self.side_of[s], has_trick, acts)
                 else:
+                    if s == self.seven_drawer and self._may_show_seven(has_trick):
+                        acts.append(A.SHOW_SEVEN)  # drawn in the final round (§17)
                     if self.rules.five_sevens_anytime and (hand & _SEVENS).bit_count() == 5:
                         acts.append(A.FIVE_SEVENS)
                     if self.rules.meld_timing == "any_time" and self.rules.meld_after_talon:
                         self._standalone_melds(s, hand, acts, has_trick)
             return acts
         if phase == Phase.OPENING:
-            options = opening_options(self.rules, self.hands[self.to_act], self.trump)
-            return [A.OPENING_BASE + int(o) for o in sorted(options)]
+            hand = self.hands[self.to_act]
+            options = opening_options(self.rules, hand, self.trump)
+            acts = [A.OPENING_BASE + int(o) for o in sorted(options)]
+            if self.rules.five_sevens_anytime and (hand & _SEVENS).bit_count() == 5:
+                acts.append(A.FIVE_SEVENS)  # instead of an opening (§17)
+            return acts
         if phase == Phase.AUS_WINDOW:
             return [A.AUS, A.PASS]
         if phase == Phase.MELD_WINDOW:
@@ -566,17 +578,19 @@ class GaigelState:
                 acts.append(A.ROB)
             if rules.rob_reservation and self.reserved_seat < 0 and RANK_OF[self.face_up] != Rank.SEVEN:
                 acts.append(A.RESERVE_ROB)
-            if (
-                rules.rob_second_seven_points
-                and RANK_OF[self.face_up] == Rank.SEVEN
-                and trump_sevens & ~self.shown_sevens
-                and (has_trick or not rules.rob_requires_side_trick)
-            ):
+            if s == self.seven_drawer and self._may_show_seven(has_trick):
                 acts.append(A.SHOW_SEVEN)
         if rules.five_sevens_anytime and (hand & _SEVENS).bit_count() == 5:
             acts.append(A.FIVE_SEVENS)
         if rules.meld_timing == "any_time":
             self._standalone_melds(s, hand, acts, has_trick)
+
+    def _may_show_seven(self, has_trick: bool) -> bool:
+        """The drawer of the second Seven shows it under the conditions of robbing (§7)."""
+        rules = self.rules
+        return (has_trick or not rules.rob_requires_side_trick) and (
+            rules.rob_timing != "lead_only" or not self.trick_cards
+        )
 
     def _next_partner(self, seat: int) -> int | None:
         """The next partner who may receive the meld privilege (meld.partner_privilege)."""
@@ -627,6 +641,7 @@ class GaigelState:
         new.rob_cards = self.rob_cards
         new.robbed_by = self.robbed_by
         new.rules = self.rules
+        new.seven_drawer = self.seven_drawer
         new.shown_sevens = self.shown_sevens
         new.side_cards = self.side_cards[:]
         new.side_melds = self.side_melds[:]
@@ -790,6 +805,7 @@ class GaigelState:
         seven_bits = self.hands[s] & (3 << (12 * self.trump + 10)) & ~self.shown_sevens
         seven = (seven_bits & -seven_bits).bit_length() - 1
         self.shown_sevens |= 1 << seven
+        self.seven_drawer = -1
         self.known[s] = self.known[s] | (1 << seven)
         side = self.side_of[s]
         self.side_melds[side] = self.side_melds[side] + self.rules.rob_second_seven_points
@@ -817,6 +833,8 @@ class GaigelState:
             self.events.append(OpeningDeclared(self.to_act, kind))
 
     def _finish_trick(self) -> None:
+        if self.seven_drawer >= 0:
+            self.seven_drawer = -1  # the second Seven could be shown only in this trick (§17)
         tc = self.trick_cards
         n = self.n
         winner = self.leader + self.win_idx
@@ -944,6 +962,16 @@ class GaigelState:
             self.strict = True
         else:
             self.tpos = tpos + n
+        if self.robbed_by >= 0 and self.rules.rob_second_seven_points:
+            self._note_second_seven(tpos, n - 1 if final else n)
+
+    def _note_second_seven(self, tpos: int, count: int) -> None:
+        """Remembers who drew the second trump Seven (the one that did not rob) in this
+        round: he alone may show it, at his next decision (rob.second_seven_points, §17)."""
+        other = self.rob_cards[0] ^ 1
+        for i in range(count):
+            if self.talon[tpos + i] == other:
+                self.seven_drawer = (self.last_winner + i) % self.n
 
     def _call_aus(self) -> None:
         s = self.to_act
@@ -1059,6 +1087,8 @@ class GaigelState:
             "m", *self.side_melds, "x", *self.side_tricks, "o", *self.crossed, "s", *self.melded_suits,
             "w", *self.window, "v", *self.window_over, "d", *self.talon[self.tpos :],
         ]  # fmt: skip
+        if self.seven_drawer >= 0:  # (only then, so that every other state hashes as before)
+            parts += ["z", self.seven_drawer]
         if self._outcome is not None:
             parts += ["r", self._outcome.termination.value, *self._outcome.winners, *self._outcome.dashes]
         return hashlib.blake2b(",".join(map(str, parts)).encode("ascii"), digest_size=16).hexdigest()

@@ -5,6 +5,7 @@ Usage (from anywhere; paths are relative to this file)::
 
     .venv/bin/python proto/generate.py          # (re)write gaigel_api/
     .venv/bin/python proto/generate.py --check  # exit 1 if the checked-in code is stale
+    .venv/bin/python proto/generate.py --out gen --package mybot_pb  # a copy for your own bot: gen/mybot_pb/
 
 The output is ``gaigel_api/v1/<name>_pb2.py`` and ``<name>_pb2.pyi`` for every
 proto file, plus ``<name>_pb2_grpc.py`` and ``<name>_pb2_grpc.pyi`` for files that define a
@@ -136,10 +137,10 @@ def run_protoc(out_dir: Path, files: list[Path]) -> None:
         raise GenerateError(f"protoc failed with exit code {code}:\n{err.getvalue()}")
 
 
-def rewrite(text: str) -> str:
+def rewrite(text: str, package: str = PACKAGE) -> str:
     """Makes the generated imports of gaigel.v1 relative and fixes the module name."""
     text = _FROM_IMPORT.sub(r"from . import \1", text)
-    text = _BUILDER_MODULE.sub(rf"\g<1>{PACKAGE}.v1.\g<2>", text)
+    text = _BUILDER_MODULE.sub(rf"\g<1>{package}.v1.\g<2>", text)
     leftover = _LEFTOVER_IMPORT.search(text)
     if leftover:
         line = text[leftover.start() : text.index("\n", leftover.start())]
@@ -148,7 +149,8 @@ def rewrite(text: str) -> str:
 
 
 def generate(package_dir: Path) -> list[Path]:
-    """Writes the complete generated package into *package_dir* (which must not exist).
+    """Writes the complete generated package into *package_dir* (which must not exist), under the
+    import name of its last path component.
 
     :returns: the written files, relative to *package_dir*, sorted.
     """
@@ -172,7 +174,7 @@ def generate(package_dir: Path) -> list[Path]:
                 if not source.is_file():
                     raise GenerateError(f"protoc did not write {PROTO_PACKAGE_DIR / name}")
                 target = Path("v1") / name
-                _write(package_dir / target, rewrite(source.read_text(encoding="utf-8")))
+                _write(package_dir / target, rewrite(source.read_text(encoding="utf-8"), package_dir.name))
                 written.append(target)
     _write(package_dir / "__init__.py", TOP_INIT)
     _write(package_dir / "py.typed", "")
@@ -222,7 +224,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="regenerate into a temporary directory and exit 1 if the checked-in code differs",
     )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write a fresh copy of the package into DIR (for a bot of your own) instead of updating gaigel_api/",
+    )
+    parser.add_argument(
+        "--package",
+        default=PACKAGE,
+        metavar="NAME",
+        help="with --out: the import name of the copy (default %(default)s); anything but gaigel, which is the engine",
+    )
     args = parser.parse_args(argv)
+    if args.out is not None:
+        return _generate_copy(Path(args.out), args.package)
     package_dir = OUT_ROOT / PACKAGE
     try:
         with tempfile.TemporaryDirectory(prefix="gaigel-api-") as tmp:
@@ -252,6 +267,24 @@ def main(argv: list[str] | None = None) -> int:
     except GenerateError as e:
         print(f"proto/generate.py: {e}", file=sys.stderr)
         return 2
+
+
+def _generate_copy(out: Path, package: str) -> int:
+    """``--out DIR --package NAME``: the stubs as package NAME in DIR/NAME, beside the engine package ``gaigel``."""
+    if not package.isidentifier() or package == "gaigel":
+        print(f"proto/generate.py: --package {package!r}: give a Python identifier other than gaigel", file=sys.stderr)
+        return 2
+    target = out / package
+    if target.exists():
+        print(f"proto/generate.py: {target} exists already; remove it or choose another --out", file=sys.stderr)
+        return 2
+    try:
+        files = generate(target)
+    except (GenerateError, OSError) as e:
+        print(f"proto/generate.py: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {target} ({len(files)} files): import {package}.v1.bot_service_pb2 and the others from there")
+    return 0
 
 
 if __name__ == "__main__":

@@ -325,18 +325,32 @@ def grpc_channel(port: int) -> Any:
 
 
 def test_stubs_generate_with_the_documented_include_path(tmp_path: Path) -> None:
-    """The bot guide's grpc_tools.protoc command (include path proto/) compiles every .proto."""
+    """The bot guide's protoc command (include path proto/) compiles every .proto (run with grpc_tools'
+    protoc, which has the well-known types, and its Python generator in place of the C++ one), and its
+    Python command writes the stubs under the import name it gives."""
     text = (DOCS / "bot-guide.md").read_text(encoding="utf-8")
-    line = next(x for x in text.splitlines() if x.startswith("python -m grpc_tools.protoc "))
-    argv = shlex.split(line)
+    line = next(x for x in text.splitlines() if x.startswith("protoc -I proto "))
+    argv = shlex.split(line.split("#")[0])
     out = tmp_path / "gen"
     out.mkdir()
-    argv = [sys.executable if a == "python" else a.replace("=gen", f"={out}") for a in argv]
+    argv = [a.replace("--cpp_out=gen", f"--python_out={out}") for a in argv]
     files = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(argv[-1]))
     assert len(files) == 4
-    proc = subprocess.run([*argv[:-1], *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    protoc = [sys.executable, "-m", "grpc_tools.protoc"]
+    proc = subprocess.run([*protoc, *argv[1:-1], *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (out / "gaigel" / "v1").glob("*_pb2.py")) == [
+        "bot_service_pb2.py",
+        "common_pb2.py",
+        "game_pb2.py",
+        "match_service_pb2.py",
+    ]
+    line = next(x for x in text.splitlines() if x.startswith(".venv/bin/python proto/generate.py --out "))
+    argv = shlex.split(line.split("#")[0])
+    argv = [sys.executable, *(str(tmp_path / "py") if a == "gen" else a for a in argv[1:])]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "py" / "mybot_pb" / "v1").glob("*_pb2.py")) == [
         "bot_service_pb2.py",
         "common_pb2.py",
         "game_pb2.py",
@@ -365,3 +379,29 @@ def test_stdio_guide_shows_the_random_bot_as_it_is() -> None:
     text = (DOCS / "stdio-protocol.md").read_text(encoding="utf-8")
     shown = re.findall(r"(?ms)^```bash\n(.*?)^```", text)
     assert shown == [(ROOT / "clients" / "stdio" / "random_bot.sh").read_text(encoding="utf-8")]
+
+
+def test_readme_commands_lists_every_printed_command_in_order() -> None:
+    """.ci/readme-commands (run by CI on a fresh clone) starts with the README's set-up, runs the
+    README's test command with the venv of that set-up, and skips only what cannot run as printed."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "readme-commands"), "--list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    commands = [x for x in lines if x.startswith("$ ")]
+    assert commands[0].startswith("$ python3 -m venv .venv && .venv/bin/pip install -e '.[test]'  [README.md block 1]")
+    assert commands[1].startswith("$ .venv/bin/gaigel arena run examples/demo.toml")
+    assert commands[2].startswith("$ .venv/bin/pytest  [README.md block 3]")
+    assert not any(" -q " in x and "pip install" in x for x in commands)  # pip shows its progress
+    skipped = [x for x in lines if x.startswith("-- ")]
+    for line in skipped:
+        reason = line.split("skipped (", 1)[1]
+        assert reason.startswith(("has a <placeholder>", "a server that runs until stopped", "system packages")), line
+    assert len(skipped) <= 12
+    typescript = next(i for i, x in enumerate(commands) if "npm --prefix clients/typescript start" in x)
+    assert "npm --prefix clients/typescript ci &&" in commands[typescript]  # no try before the kit's npm ci

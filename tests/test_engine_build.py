@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.machinery
+import json
 import os
 import pickle
 import random
@@ -21,7 +23,7 @@ import gaigel
 import gaigel.state
 from gaigel import _build
 from gaigel.deal import deal
-from gaigel.ruleset import preset
+from gaigel.ruleset import Ruleset, preset
 from gaigel.state import GaigelState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +32,14 @@ COMPILED = gaigel.state.__file__ is not None and gaigel.state.__file__.endswith(
 )
 
 
-def python(code: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def python(
+    code: str, env: dict[str, str] | None = None, cwd: Path = ROOT, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
         cwd=cwd,
         env={**os.environ, **(env or {})},
@@ -155,3 +159,101 @@ def test_a_state_mid_hand_survives_pickle_and_deepcopy(seed: int, players: int, 
         assert other.state_hash() == state.state_hash()
         assert other.outcome() == state.outcome()
         assert other.events == state.events
+
+
+# Every RULES.md §14 option the engine reads, each away from its default once, the
+# combinations RULES.md §17 decides, and both presets (match.* and signals do not reach it).
+OPTION_SETS: list[dict[str, object]] = [
+    {"preset": "default"},
+    {"preset": "parlett"},
+    {"deal_packets": "5-T"},
+    {"opening.special_first_trick": False},
+    {"opening.enabled": ["ANDERE_ALTE"]},
+    {"opening.enabled": ["GE_ELFEN"]},
+    {"opening.enabled": ["HOEHER_HAT"]},
+    {"opening.enabled": ["AUF_DISSLE"]},
+    {"opening.enabled": ["ANDERE_ALTE"], "opening.all_trump_fallback": "REDEAL"},
+    {"opening.trump_lead_forbidden": False},
+    {"opening.ge_elfen_trump_ace": True},
+    {"opening.followers_no_trump": True},
+    {"opening.ace_compulsory": True},
+    {"opening.all_trump_fallback": "REDEAL"},
+    {"dissle.min_sevens": 0},
+    {"dissle.min_sevens": 2},
+    {"dissle.first_trick": "normal"},
+    {"dissle.min_sevens": 2, "dissle.fail_on_talon_exhausted": False},
+    {"five_sevens_dealt_wins": False},
+    {"five_sevens_anytime": True},
+    {"five_sevens_anytime": True, "five_sevens_dealt_wins": False},
+    {"meld.timing": "lead_only"},
+    {"meld.timing": "trick_winner"},
+    {"meld.timing": "trick_winner", "meld.partner_privilege": True},
+    {"meld.timing": "any_time"},
+    {"meld.requires_side_trick": False},
+    {"meld.after_talon": False},
+    {"meld.single_plain": 30, "meld.single_trump": 50, "meld.double_plain": 60, "meld.double_trump": 100},
+    {"meld.once_per_suit_per_player": False},
+    {"rob.enabled": False},
+    {"rob.timing": "lead_only"},
+    {"rob.timing": "any_time"},
+    {"rob.requires_side_trick": False},
+    {"rob.reservation": True},
+    {"rob.second_seven_points": 10},
+    {"rob.second_seven_points": 10, "rob.requires_side_trick": False},
+    {"rob.second_seven_points": 10, "rob.timing": "lead_only"},
+    {"strict.mode": "parlett_literal"},
+    {"strict.mode": "follow_only"},
+    {"strict.must_undertrump": False},
+    {"target": 61},
+    {"last_trick_bonus": 10},
+    {"aus_mode": "explicit"},
+    {"expose_scores": False},
+    {"gigackel_criterion": "no_points"},
+    {"tie_break": "last_trick"},
+    {"three_player_losers": "all_non_winners"},
+    {"six_player_teams": "3x2"},
+]
+
+
+RARE_DEALS = [(4844, 0), (2108, 0), (34, 0)]
+"""2-player deals for rare events: the forehand dealt five Sevens, a follower dealt five Sevens,
+a turned-up trump Seven."""
+
+
+def option_set_digests(hands: int = 6) -> dict[str, str]:
+    """Per option set, a digest of the legal actions, state hashes and acting seat's observations
+    of random hands: *hands* at each of 2, 3, 4 and 6 players, and the rare deals."""
+    out = {}
+    for options in OPTION_SETS:
+        h = hashlib.blake2b(digest_size=16)
+        for players in (2, 3, 4, 6):
+            rules = Ruleset.from_dict(options, base=preset("default", players))
+            games = [(k, k) for k in range(hands)] + (RARE_DEALS if players == 2 else [])
+            for seed, k in games:
+                state = GaigelState(rules, deal(seed, k, players, rules.deal_packets), forehand=k % players)
+                rnd = random.Random(seed)
+                h.update(state.state_hash().encode())
+                while not state.is_terminal():
+                    legal = state.legal_actions()
+                    obs = json.dumps(state.observation(state.to_act).to_dict(), sort_keys=True)
+                    action = rnd.choice(legal)
+                    state.apply(action)
+                    h.update(f"{legal}{action}{state.state_hash()}{obs}".encode())
+        out[json.dumps(options, sort_keys=True)] = h.hexdigest()
+    return out
+
+
+@pytest.mark.skipif(not COMPILED, reason="needs the compiled engine (pip install -e . with a C compiler)")
+def test_compiled_and_pure_engines_agree_on_every_option_set() -> None:
+    """The pure-Python sources play every option set exactly like the compiled build: legal actions, hashes, observations."""
+    code = (
+        "import json, sys; sys.path.insert(0, 'tests'); import gaigel, test_engine_build as t; "
+        "print(gaigel.engine_build()); print(json.dumps(t.option_set_digests()))"
+    )
+    pure = python(code, env={"GAIGEL_PURE": "1"}, timeout=240)
+    assert pure.returncode == 0, pure.stderr
+    build, digests = pure.stdout.splitlines()[-2:]
+    assert build == "pure Python (GAIGEL_PURE)"
+    compiled = option_set_digests()
+    assert len(compiled) == len(OPTION_SETS)
+    assert json.loads(digests) == compiled

@@ -1017,6 +1017,159 @@ class TestClarifications:
             assert 48 - 5 * players == state.observation(0).talon_size
 
 
+# --- RULES.md §17, the variants decided 2026-12-02 ------------------------------------------------
+
+ROB_HANDS = [  # trump Ei (ETa face up): seat 0 wins tricks 1-3 (Ge-Elfen, then Bl-K and Sc-K led)
+    "HAa E7a BKa SKa STa",
+    "H7a B7a S7a HOa BOa",
+    "HKa B7b S7b HOb BOb",
+    "HKb BUa SUa SOa HUb",
+    "HTa BUb SUb SOb H7b",
+    "HTb HUa HAb BAa BTa",
+]
+ROB_TRICKS = [
+    ["HAa", "H7a", "HKa", "HKb", "HTa", "HTb"],
+    ["BKa", "B7a", "B7b", "BUa", "BUb", "HUa"],
+    ["SKa", "S7a", "S7b", "SUa", "SUb", "HAb"],
+]
+
+
+def second_seven_drawn(players: int, draw_round: int) -> GaigelState:
+    """``rob.second_seven_points = 10`` at 4 or 6 players: seat 0 wins tricks 1 to *draw_round*,
+    robbing with Ei-7a in trick 2, and seat 2 draws the other trump Seven in round *draw_round*."""
+    draws = ["BAb", "BTb", "EAa"][:draw_round]
+    draws[-1] = "E7b"
+    acquired = [h.split()[:5] for h in ROB_HANDS[:players]]
+    acquired[2] += draws
+    deal_ = scripted_deal(players, acquired, "ETa", [0] * draw_round)
+    state = new_state(rules(players, rob_second_seven_points=10), deal_)
+    play(state, "opening ge_elfen", *ROB_TRICKS[0][:players])
+    play(state, "rob", *ROB_TRICKS[1][:players])
+    assert (state.robbed_by, card_code(state.face_up)) == (0, "E7a")
+    for trick in ROB_TRICKS[2:draw_round]:
+        play(state, *trick[:players])
+    assert [t[2] for t in state.tricks] == [0] * draw_round and "E7b" in hand_codes(state, 2)
+    return state
+
+
+def lowest_card(state: GaigelState, avoid: str = "") -> str:
+    """The lowest-numbered card the seat to act may play, other than *avoid*."""
+    return min((card_code(a) for a in state.legal_actions() if a < 48 and card_code(a) != avoid), key=parse_card)
+
+
+def play_until_seat(state: GaigelState, seat: int) -> None:
+    """Plays the lowest legal card for every seat until it is *seat*'s turn."""
+    while state.to_act != seat:
+        play(state, lowest_card(state))
+
+
+class TestVariantDecisions:
+    """RULES.md §17, "Variants (§14), decided 2026-12-02": the four readings of the option table."""
+
+    def test_no_enabled_opening_leads_any_card_and_never_redeals(self) -> None:
+        """``opening.enabled`` leaving no option: any card is led face down, the highest of its suit wins, no redeal."""
+        hands = ["BKa ETa H7a SOa BOb", "BAa EAa SUa HTa BKb"]  # no ace for the forehand: Andere Alte is impossible
+        for fallback in ("TRUMPF_HOEHER", "REDEAL"):
+            ruleset = rules(2, opening_enabled=frozenset({Opening.ANDERE_ALTE}), opening_all_trump_fallback=fallback)
+            fresh = new_state(ruleset, make_deal(2, hands, "EUa"))
+            assert not fresh.is_terminal(), fallback
+            assert {"opening trumpf_hoeher"} == legal(fresh)
+            play(fresh, "opening trumpf_hoeher")
+            assert hand_codes(fresh, 0) == legal_cards(fresh)  # the trump Ten too
+            for lead, follow, winner in [("BKa", "BAa", 1), ("BKa", "BKb", 0), ("BKa", "EAa", 0), ("ETa", "EAa", 1)]:
+                state = fresh.clone()
+                play(state, lead)
+                assert state.observation(1).current_trick == ((0, None),)
+                play(state, follow)
+                assert trick_winner(state) == winner, (fallback, lead, follow)
+        # The §4.6 variant itself is unchanged: an all-trump hand voids the hand under REDEAL.
+        trumps = ["EAa EAb ETa EKa EOa", "BAa SUa HTa S7a HKa"]
+        state = new_state(rules(2, opening_all_trump_fallback="REDEAL"), make_deal(2, trumps, "EUa"))
+        out = state.outcome()
+        assert out is not None and out.termination == Termination.REDEAL and out.is_void
+
+    def test_second_seven_not_for_a_dealt_or_turned_up_seven(self) -> None:
+        """The issue's example: seat 1 was dealt Sc-7a, Sc-7b was turned up, nobody robbed: nothing to show."""
+        state = new_state(rules(2, rob_second_seven_points=10), deal(34, 0, 2))
+        assert card_code(state.trump_card) == "S7b" and "S7a" in hand_codes(state, 1)
+        for a in [147, 28, 35, 14, 30, 22, 24, 29, 16, 45, 33, 34, 9, 42, 39]:
+            state.apply_checked(a)
+        assert state.current_seat() == 1 and state.robbed_by == -1
+        assert "show seven" not in legal(state)
+        assert rejected(state, "show seven")
+        # A Seven dealt to a player scores nothing after a robbery either (parlett: robbing needs no trick).
+        state = new_state(preset("parlett", 2), make_deal(2, ["HAa E7a BOa SUa SKa", "HTa E7b B7a BUa S7a"], "ETa"))
+        play(state, "rob", "HAa")
+        assert "show seven" not in legal(state)
+
+    def test_second_seven_drawn_is_shown_at_the_next_decision_only(self) -> None:
+        """The drawer of the second trump Seven may show it in the trick after the draw, and never later."""
+        state = second_seven_drawn(4, 2)
+        play_until_seat(state, 2)
+        shown = state.clone()
+        assert "show seven" in legal(shown)
+        before = shown.side_total(0)
+        play(shown, "show seven")
+        assert shown.side_total(0) == before + 10
+        assert "show seven" not in legal(shown)
+        assert rejected(shown, "show seven")
+        play(state, lowest_card(state, avoid="E7b"))
+        play_until_seat(state, 2)
+        assert state.trick_no == 3 and not state.strict and card_code(state.face_up) == "E7a"
+        assert "E7b" in hand_codes(state, 2) and state.side_tricks[0] > 0
+        assert "show seven" not in legal(state)  # a round later the Seven scores nothing
+        assert rejected(state, "show seven")
+
+    def test_second_seven_drawn_in_the_final_round(self) -> None:
+        """Drawn in the last draw round, the second Seven is shown in the first strict trick."""
+        state = second_seven_drawn(6, 3)
+        assert state.strict
+        play_until_seat(state, 2)
+        assert "show seven" in legal(state)
+        before = state.side_total(0)
+        play(state, "show seven")
+        assert state.side_total(0) == before + 10
+
+    def test_five_sevens_anytime_in_trick_1(self) -> None:
+        """The issue's example: a follower dealt five Sevens declares them in trick 1 instead of playing."""
+        ruleset = rules(2, five_sevens_anytime=True, five_sevens_dealt_wins=False)
+        state = new_state(ruleset, deal(2108, 0, 2))
+        assert hand_codes(state, 1) == {"B7a", "B7b", "H7a", "H7b", "S7a"}
+        play(state, "opening hoeher_hat", "HKb")
+        assert {"play B7a", "play B7b", "play H7a", "play H7b", "play S7a", "five sevens"} == legal(state)
+        play(state, "five sevens")
+        out = state.outcome()
+        assert out is not None
+        assert (out.termination, out.winners, out.dashes) == (Termination.FIVE_SEVENS, (1,), (1, 0))
+        # The forehand may declare instead of opening, or at his lead.
+        sevens = ["E7a E7b B7a H7a S7a", "BAa SAa STa EKa EOa"]
+        forehand = new_state(ruleset, make_deal(2, sevens, "ETa"))
+        assert {"opening auf_dissle", "five sevens"} <= legal(forehand)
+        lead = forehand.clone()
+        play(forehand, "five sevens")
+        out = forehand.outcome()
+        assert out is not None and (out.termination, out.winners) == (Termination.FIVE_SEVENS, (0,))
+        play(lead, "opening hoeher_hat")
+        assert "five sevens" in legal(lead)
+        # With five_sevens_dealt_wins a dealt five Sevens still wins at once.
+        dealt = new_state(rules(2, five_sevens_anytime=True), make_deal(2, sevens, "ETa"))
+        out = dealt.outcome()
+        assert out is not None and (out.termination, out.winners) == (Termination.FIVE_SEVENS, (0,))
+
+    def test_auf_dissle_with_five_dealt_sevens_that_do_not_win(self) -> None:
+        """``five_sevens_dealt_wins = false``: a forehand dealt five Sevens may declare Auf Dissle."""
+        acquired = ["E7a E7b B7a H7a S7a B7b", "HAa SAa STa EKa EOa"]
+        state = new_state(rules(2, five_sevens_dealt_wins=False), scripted_deal(2, acquired, "ETa", [1]))
+        assert not state.is_terminal()
+        assert "opening auf_dissle" in legal(state) and "five sevens" not in legal(state)
+        play(state, "opening auf_dissle")
+        assert {"B7a", "H7a", "S7a"} == legal_cards(state)  # the non-trump Sevens
+        play(state, "H7a", "HAa")
+        out = state.outcome()  # he draws a fifth Seven again: the Dissle is won
+        assert out is not None
+        assert (out.termination, out.winners, out.dashes) == (Termination.DISSLE_WON, (0,), (0, 1))
+
+
 # --- the parlett preset (RULES.md §14, seed 000 / RU-ENC and WK) ----------------------------
 
 
@@ -1078,15 +1231,19 @@ class TestParlettPreset:
         assert "ETa" in hand_codes(follower, 1)
 
     def test_second_trump_seven_shown_for_10(self) -> None:
-        """After a robbery the holder of the other trump Seven may show it once for 10 points."""
-        state = new_state(parlett(2), make_deal(2, ["HAa E7a BOa SUa SKa", "HTa E7b B7a BUa S7a"], "ETa"))
-        play(state, "rob", "HAa")
-        assert "show seven" in legal(state)
+        """After a robbery the player who draws the other trump Seven may show it once for 10 points, needing no trick."""
+        acquired = ["HAa E7a BOa SUa SKa", "HTa H7a B7a BUa S7a E7b"]
+        state = new_state(parlett(2), scripted_deal(2, acquired, "ETa", [0]))
+        play(state, "rob", "HAa", "HTa")
+        play_trick(state)
+        play(state, "BOa")
+        assert state.side_tricks[1] == 0 and "show seven" in legal(state)
         play(state, "show seven")
         assert state.side_total(1) == 10
         assert "show seven" not in legal(state)
         assert rejected(state, "show seven")
-        play(state, "HTa")
+        assert parse_card("E7b") in state.observation(0).public_holdings[1]
+        play(state, "H7a")
         assert trick_winner(state) == 0
 
     def test_parlett_literal_strict_play(self) -> None:

@@ -110,6 +110,23 @@ class TestViewerPage:
             assert dom.all_text("chosen") == entry["label"]
             assert len(dom.inside("legal", "li")) == len(state.legal_actions())
 
+    def test_cards_show_their_codes_and_tricks_count_from_zero(
+        self, tmp_path: Path, two_player: tuple[Path, dict[str, Any]]
+    ) -> None:
+        """Each card carries its code as text beside the symbol, a legend explains the codes, and the trick
+        is numbered as the protocol's trick_index (from 0), like hands and steps."""
+        record_path, record = two_player
+        pick, state = next((n, s) for n, (_, _, s) in enumerate(_states(record)) if s.trick_cards and s.trick_no >= 1)
+        dom = Dom(dump_dom(_page(tmp_path, record_path).as_uri() + f"#step={pick}&seat=all"))
+        hand_text = dom.all_text("seat-0")
+        for c in cards_of(state.hands[0]):
+            assert card_code(c) in hand_text
+        assert f"trick {state.trick_no}, led by seat {state.leader}" in dom.all_text("trick")
+        assert f"\u00b7 trick {state.trick_no} \u00b7" in dom.all_text("position")
+        legend = dom.all_text("legend")
+        for text in ("E \u2663 Eichel", "B \u2660 Blatt", "H \u2665 Herz", "S \u2666 Schellen", "U Unter 2"):
+            assert text in legend
+
     def test_robbing_and_melds_of_four_players(self, tmp_path: Path) -> None:
         """Just after a rob the face-up card is the trump seven and the rob names both cards; melds show theirs."""
         record_path = _play(tmp_path, "--players", "4", "--hands", "1", "--seed", "6", "--bot", "heuristic")

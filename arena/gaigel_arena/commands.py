@@ -207,6 +207,26 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_arena_check_bot(args: argparse.Namespace) -> int:
+    """gaigel arena check-bot."""
+    from gaigel_arena.checkbot import check_arena_bot
+    from gaigel_arena.config import ConfigError, load_config
+
+    try:
+        config = load_config(Path(args.config))
+        return check_arena_bot(
+            config,
+            args.bot,
+            deadline=args.deadline,
+            startup_timeout=args.startup_timeout,
+            max_matches=args.max_matches,
+            as_json=args.json,
+            verbose=args.verbose,
+        )
+    except (ConfigError, ValueError) as e:
+        raise CliError(str(e)) from None
+
+
 def register(subparsers: Any) -> None:
     """Adds ``gaigel arena run`` and ``gaigel arena report``."""
     p = subparsers.add_parser(
@@ -295,3 +315,21 @@ def register(subparsers: Any) -> None:
         "--bootstrap", type=_bootstrap_arg, default=1000, help="bootstrap samples for the intervals (default 1000)"
     )
     q.set_defaults(func=cmd_arena_report)
+
+    c = sub.add_parser(
+        "check-bot",
+        help="run the conformance checks on a bot of an arena config, in its arena sandbox",
+        description="Run gaigel check-bot's checks on bot NAME of CONFIG as the arena would run it: in its sandbox "
+        "(bwrap, podman or process), with its limits, and the arena's decision time as the deadline (times the "
+        "machine's load per core when that is over 1). Exit 0 only when every check passes.",
+    )
+    c.add_argument("config", metavar="CONFIG.toml", help="arena configuration")
+    c.add_argument("--bot", required=True, metavar="NAME", help="the command bot to check")
+    c.add_argument("--deadline", type=float, metavar="SECONDS", help="time per decision (default: from the config)")
+    c.add_argument(
+        "--startup-timeout", type=float, default=15.0, metavar="SECONDS", help="seconds to join (default 15)"
+    )
+    c.add_argument("--max-matches", type=int, default=8, help="real matches to try for coverage (default 8)")
+    c.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    c.add_argument("-v", "--verbose", action="store_true", help="show the bot's output as it comes")
+    c.set_defaults(func=cmd_arena_check_bot)

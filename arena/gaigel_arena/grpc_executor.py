@@ -74,6 +74,7 @@ from gaigel.record import write_json_atomic
 from gaigel_arena import bwrap, cgroup, sandbox
 from gaigel_arena.botlog import BotLog
 from gaigel_arena.config import ArenaConfig, BotConfig
+from gaigel_arena.confine import bwrap_launch
 from gaigel_arena.executors import BotFailure, MatchJob, MatchOutcome, unplayed_forfeit
 from gaigel_harness.launch import bot_environment, find_program
 
@@ -512,36 +513,23 @@ class GrpcExecutor:
         if old is not None:
             old.kill()
             old.remove()
-        group = cgroup.create(f"gaigel-{os.getpid()}-{self._spawned}", limits.memory_mb * 2**20, limits.pids)
-        if group is not None:
-            self._groups[key] = group
-        fd = os.open(bwrap.seccomp_file(self._private), os.O_RDONLY)
-        program = os.path.abspath(program)
-        plan = bwrap.plan(
+        self._pids_seen[key] = 0
+        self._cpu_used[key] = 0.0
+        confined = bwrap_launch(
             command,
-            executable=program,
-            cwd=Path.cwd(),
+            program,
+            session={**gaigel, "GAIGEL_SERVER": f"unix:{bwrap.SOCKET_DIR}/{sandbox.SOCKET_NAME}"},
+            passed=self._passed_env(bot),
             folders=[Path(bot.folder)] if bot.folder else [],
             hidden=self._hidden(bot),
             socket_dir=self._socket_dir,
-            files_dir=self._private,
-            seccomp_fd=fd,
-            tmpfs_mb=limits.tmpfs_mb,
+            private=self._private,
+            limits=limits,
+            group_name=f"gaigel-{os.getpid()}-{self._spawned}",
         )
-        session = {**gaigel, "GAIGEL_SERVER": f"unix:{bwrap.SOCKET_DIR}/{sandbox.SOCKET_NAME}"}
-        env = bwrap.environment(session, self._passed_env(bot), program)
-        cgroups = group.procs_files() if group is not None else []
-        launched = sandbox.launcher_command(plan.argv, limits.rlimits(memory=group is None), cgroups)
-        by = f"cgroup v{group.version}" if group is not None else "RLIMIT_DATA"
-        info = {
-            "sandbox": "bwrap",
-            "memory": f"{by} ({limits.memory_mb} MB)",
-            "pids": f"{f'cgroup v{group.version} and ' if group else ''}RLIMIT_NPROC ({limits.pids})",
-            "uid": "a uid of its own" if os.geteuid() == 0 else "the organiser's, as nobody in a user namespace",
-            "network": "none",
-            "seccomp": True,
-        }
-        return launched, env, (fd,), info
+        if confined.group is not None:
+            self._groups[key] = confined.group
+        return confined.argv, confined.env, confined.pass_fds, confined.info
 
     def _remote_connected(self) -> dict[str, bool]:
         sessions = self._server.lobby.sessions

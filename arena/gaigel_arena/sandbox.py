@@ -317,7 +317,7 @@ def podman_command(
     token among them) are named on the command line without values (``--env NAME``): podman
     takes the values from its own environment, so no token shows in ``ps``.
     """
-    env = dict(gaigel_env, GAIGEL_SERVER=f"unix:{CONTAINER_SOCKET_DIR}/{SOCKET_NAME}")
+    env = {"GAIGEL_SERVER": f"unix:{CONTAINER_SOCKET_DIR}/{SOCKET_NAME}", **gaigel_env}
     args = [
         "podman",
         "run",

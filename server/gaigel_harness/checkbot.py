@@ -27,15 +27,17 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import queue
 import random
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent import futures
 from typing import IO, Any
 
@@ -49,6 +51,7 @@ from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_harness.launch import bot_environment
+from gaigel_harness.startup import REFUSAL_GRACE, STARTUP_TIMEOUT, quoted, tail_lines
 from gaigel_server import codec
 from gaigel_server.clock import Clock
 
@@ -56,7 +59,7 @@ BOT_NAME = "candidate"
 PLAYERS = 2
 SEAT = 1  # the candidate's seat in the scripted match (not 0, to catch bots that assume it)
 EXIT_WAIT = 5.0
-JOIN_WAIT = 15.0
+JOIN = "joins with the right protocol version"
 
 KIND_OPENING = "opening declaration"
 KIND_TALON = "play in the talon phase"
@@ -85,16 +88,55 @@ class Results:
 # --- launching the bot ---------------------------------------------------------------
 
 
+Launch = Callable[[Sequence[str], dict[str, str]], tuple[list[str], dict[str, str], tuple[int, ...]]]
+"""(command, the bot's GAIGEL_* variables) -> (argv, environment, file descriptors to inherit)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Confinement:
+    """How to start the bot as an arena would (``gaigel arena check-bot``): through *launch*, reaching
+    the check's servers on unix sockets in *socket_dir*, which the bot sees as *seen_as*."""
+
+    launch: Launch
+    socket_dir: str
+    seen_as: str
+
+    def listen(self, server: Any, name: str) -> str:
+        """Adds a unix socket *name* to the grpc *server*; the address the bot is given."""
+        if server.add_insecure_port(f"unix:{self.socket_dir}/{name}") == 0:
+            raise OSError(f"cannot listen on unix:{self.socket_dir}/{name}")
+        os.chmod(f"{self.socket_dir}/{name}", 0o666)  # the bot's own uid must reach it
+        return f"unix:{self.seen_as}/{name}"
+
+
 class BotProcess:
     """The bot command with its stderr and stdout captured in a temp file (shown on failure)."""
 
-    def __init__(self, cmd: Sequence[str], server: str, token: str, verbose: bool, compact: bool | None = None) -> None:
-        env = bot_environment(GAIGEL_SERVER=server, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=BOT_NAME)
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        server: str,
+        token: str,
+        verbose: bool,
+        compact: bool | None = None,
+        confinement: Confinement | None = None,
+    ) -> None:
+        session = {"GAIGEL_SERVER": server, "GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": BOT_NAME}
         if compact is not None:  # asks kits that read it for a mode; the bot's Join decides
-            env["GAIGEL_COMPACT"] = "1" if compact else "0"
+            session["GAIGEL_COMPACT"] = "1" if compact else "0"
+        argv, env = list(cmd), bot_environment(**session)
+        fds: tuple[int, ...] = ()
+        if confinement is not None:
+            argv, env, fds = confinement.launch(cmd, session)
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the object)
         out: Any = None if verbose else self.log
-        self.proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        try:
+            self.proc = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=fds, start_new_session=True
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def wait(self, timeout: float) -> int | None:
         try:
@@ -108,18 +150,33 @@ class BotProcess:
             if self.wait(2.0) is None:
                 self.proc.kill()
                 self.proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # whatever the bot started
 
-    def tail(self, lines: int = 8) -> str:
+    def tail(self) -> str:
+        """The last lines of its output, indented (empty when verbose: they were shown as they came)."""
+        return quoted(self.last_lines()).lstrip("\n")
+
+    def last_lines(self) -> list[str]:
         self.log.seek(0)
-        text = self.log.read().decode(errors="replace").strip().splitlines()
-        return "\n".join("    | " + line for line in text[-lines:])
+        return tail_lines(self.log.read())
+
+    def exited(self, code: int, where: str) -> str:
+        """The reason for an exit before or instead of joining, with the last lines of its output."""
+        lines = self.last_lines()
+        last = f"; its last output lines:{quoted(lines)}" if lines else ""
+        return f"the bot exited with code {code} {where}{last}"
 
 
 # --- the scripted servicer ------------------------------------------------------------
 
 
 class ScriptAbort(Exception):
-    """Ends the scripted stream (a failed expectation was recorded)."""
+    """Ends the scripted stream (a failed expectation was recorded) with *code*, as the server would."""
+
+    def __init__(self, reason: str, code: grpc.StatusCode = grpc.StatusCode.PERMISSION_DENIED) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 class Stream:
@@ -148,7 +205,10 @@ class Stream:
 class ScriptedMatch(pb_grpc.BotServiceServicer):
     """Plays one 2-player hand with the candidate on seat 1 and stages the protocol checks."""
 
-    def __init__(self, results: Results, token: str, deadline: float, seed: int) -> None:
+    def __init__(
+        self, results: Results, token: str, deadline: float, seed: int, startup_timeout: float = STARTUP_TIMEOUT
+    ) -> None:
+        self.startup_timeout = startup_timeout
         self.codec = codec
         self.results = results
         self.token = token
@@ -226,24 +286,33 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
         self.results.set(name, False, reason)
         return ScriptAbort(reason)
 
-    def _await_action(self, stream: Stream, did: str, legal: list[int], sent_at: float, what: str) -> int:
-        """The bot's next Action for *did*; records the latency; raises ScriptAbort on failure."""
+    def _refuse(self, code: grpc.StatusCode, message: str) -> ScriptAbort:
+        """Fails the join check the way the real server refuses a first message: with *code* and *message*."""
+        self.results.set(JOIN, False, f"the server refused the first message with {code.name}: {message}")
+        return ScriptAbort(message, code)
+
+    def _await_action(
+        self,
+        stream: Stream,
+        did: str,
+        legal: list[int],
+        sent_at: float,
+        what: str,
+        check: str = "answers within the deadline",
+    ) -> int:
+        """The bot's next Action for *did*; records the latency; raises ScriptAbort on failure (of *check*)."""
         limit = self.deadline + self.bank + 1.0
         while True:
             msg = stream.recv(sent_at + limit - time.monotonic())
             if msg == "timeout":
-                raise self._fail("answers within the deadline", f"no answer to {what} within {limit:.1f} s")
+                raise self._fail(check, f"no answer to {what} within {limit:.1f} s")
             if msg is None:
-                raise self._fail(
-                    "answers within the deadline", f"the bot closed the stream instead of answering {what}"
-                )
+                raise self._fail(check, f"the bot closed the stream instead of answering {what}")
             assert isinstance(msg, pb.PlayRequest)
             if msg.HasField("leave"):
                 continue
             if not msg.HasField("action"):
-                raise self._fail(
-                    "answers within the deadline", f"expected an Action for {what}, got {msg.WhichOneof('message')}"
-                )
+                raise self._fail(check, f"expected an Action for {what}, got {msg.WhichOneof('message')}")
             if msg.action.decision_id != did:
                 self.resend_notes.append(f"an Action for decision {msg.action.decision_id!r} while {did} was open")
                 continue
@@ -288,7 +357,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, "check-bot: no further stream expected")
         except ScriptAbort as e:
             self.finished.set()
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"check-bot: {e}")
+            context.abort(e.code, str(e) if e.code is not grpc.StatusCode.PERMISSION_DENIED else f"check-bot: {e}")
         except Exception as e:  # a bug of ours: report it rather than hang
             if self.stage == "drop":
                 raise  # context.abort of the planned drop
@@ -297,23 +366,38 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             raise
 
     def _first_stream(self, stream: Stream, context: grpc.ServicerContext) -> Iterator[pb.PlayResponse]:
-        first = stream.recv(JOIN_WAIT)
-        name = "joins with the right protocol version"
-        if first == "timeout" or first is None:
-            raise self._fail(name, "the bot opened a stream but sent no first message")
+        first = stream.recv(self.startup_timeout)
+        name = JOIN
+        if first == "timeout":
+            raise self._refuse(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"the bot opened a stream but sent no first message within {self.startup_timeout:g} s",
+            )
+        if first is None:
+            raise self._fail(name, "the bot opened a stream and closed it without sending a first message")
         assert isinstance(first, pb.PlayRequest)
-        if not first.HasField("join"):
-            raise self._fail(name, f"the first message is {first.WhichOneof('message')}, not Join")
+        kind = first.WhichOneof("message")
+        if kind is None:
+            raise self._refuse(
+                grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE: PlayRequest has no message set (expected join)"
+            )
+        if kind != "join":
+            raise self._refuse(
+                grpc.StatusCode.FAILED_PRECONDITION, f"MISSING_JOIN: the first message must be Join, got {kind}"
+            )
         j = first.join
-        problems = []
         if j.protocol_version != PROTOCOL_VERSION:
-            problems.append(f"protocol_version {j.protocol_version}, expected {PROTOCOL_VERSION}")
+            raise self._refuse(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"unsupported protocol_version {j.protocol_version}: this server speaks {PROTOCOL_VERSION} (gaigel.v1)",
+            )
+        problems = []
         if j.bot_token != self.token:
             problems.append("bot_token is not $GAIGEL_TOKEN")
         if j.bot_name != BOT_NAME:
             problems.append(f"bot_name {j.bot_name!r} is not $GAIGEL_BOT_NAME ({BOT_NAME!r})")
         if problems:
-            raise self._fail(name, "; ".join(problems))
+            raise self._refuse(grpc.StatusCode.UNAUTHENTICATED, "; ".join(problems))
         self.compact = j.compact
         mode = "compact" if j.compact else "plain"
         self.results.set(
@@ -477,7 +561,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
             )
         )
         try:
-            again = self._await_action(stream, did, legal, sent_at, f"{what} after the rejection")
+            again = self._await_action(stream, did, legal, sent_at, f"{what} after the rejection", check=name)
         except ScriptAbort as e:
             raise self._fail(name, str(e)) from None
         if again == action:
@@ -490,32 +574,49 @@ def _phase(state: Any) -> str:
     return str(state.phase.name).lower() if hasattr(state, "phase") else "?"
 
 
-def run_scripted(cmd: Sequence[str], results: Results, deadline: float, verbose: bool) -> None:
+def run_scripted(
+    cmd: Sequence[str],
+    results: Results,
+    deadline: float,
+    verbose: bool,
+    startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
+) -> None:
     """The protocol checks."""
     token = secrets.token_urlsafe(16)
-    script = ScriptedMatch(results, token, deadline, seed=random.SystemRandom().randrange(1 << 63))
+    script = ScriptedMatch(results, token, deadline, random.SystemRandom().randrange(1 << 63), startup_timeout)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     pb_grpc.add_BotServiceServicer_to_server(script, server)
     port = server.add_insecure_port("127.0.0.1:0")
+    address = f"127.0.0.1:{port}" if confinement is None else confinement.listen(server, "scripted.sock")
     server.start()
-    bot = BotProcess(cmd, f"127.0.0.1:{port}", token, verbose)
+    bot = BotProcess(cmd, address, token, verbose, confinement=confinement)
     try:
-        limit = time.monotonic() + 120.0
+        started = time.monotonic()
+        limit = started + startup_timeout + 120.0
         while not script.finished.wait(0.1):
             if script.stage == "done":
                 break  # MatchEnd is out; the bot may already be gone, taking the stream with it
-            if script.streams == 0 and time.monotonic() > limit - 120.0 + JOIN_WAIT:
-                results.set("joins with the right protocol version", False, f"no stream opened within {JOIN_WAIT:g} s")
+            if script.streams == 0 and time.monotonic() > started + startup_timeout:
+                results.set(
+                    JOIN,
+                    False,
+                    f"the bot opened no stream to {address} (its GAIGEL_SERVER) within {startup_timeout:g} s "
+                    "(--startup-timeout)",
+                )
                 break
             code = bot.proc.poll()
             if code is not None and script.stage != "done":
                 time.sleep(0.2)
                 if script.finished.is_set():
                     break
-                where = {"join": "before joining", "drop": "after the stream was dropped (no Resume)"}.get(
-                    script.stage, f"during the match (stage {script.stage})"
+                where = {
+                    "join": f"before joining on {address} (its GAIGEL_SERVER)",
+                    "drop": "after the stream was dropped (no Resume)",
+                }.get(script.stage, f"during the match (stage {script.stage})")
+                reason = (
+                    bot.exited(code, where) if script.stage == "join" else f"the bot exited with code {code} {where}"
                 )
-                reason = f"the bot exited with code {code} {where}"
                 name = "resumes after a dropped stream" if script.stage == "drop" else _stage_check(script.stage)
                 results.set(name, False, reason)
                 break
@@ -527,7 +628,9 @@ def run_scripted(cmd: Sequence[str], results: Results, deadline: float, verbose:
                 )
                 break
             if time.monotonic() > limit:
-                results.set(_stage_check(script.stage), False, "the scripted match took longer than 120 s")
+                results.set(
+                    _stage_check(script.stage), False, "the scripted match took longer than 120 s after the join"
+                )
                 break
         if script.stage == "done":
             code = bot.wait(EXIT_WAIT)
@@ -615,7 +718,14 @@ def _kinds_faced(record: dict[str, Any], seat: int) -> dict[str, int]:
 
 
 async def _real_match(
-    cmd: Sequence[str], rules: Any, seed: int, deadline: float, verbose: bool, compact: bool | None = None
+    cmd: Sequence[str],
+    rules: Any,
+    seed: int,
+    deadline: float,
+    verbose: bool,
+    compact: bool | None = None,
+    startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
 ) -> tuple[dict[str, Any], list[str], str]:
     """The record of one real match, notes on what went wrong, and the mode the bot joined in
     ("compact", "plain", or "" when it never played); *compact* sets GAIGEL_COMPACT."""
@@ -627,6 +737,9 @@ async def _real_match(
     configure_logging("warning" if verbose else "error")
     clock = Clock(decision_time=deadline, bank=deadline, strikes_limit=3, resume_grace=5.0)
     server, port = create_server("127.0.0.1:0", ServerConfig(clock=clock))
+    address = f"127.0.0.1:{port}"
+    if confinement is not None:
+        address = confinement.listen(server.grpc, f"real-{secrets.token_hex(4)}.sock")
     await server.start()
     # Every session the bot joins, noted as it joins: a fast bot that leaves after its match
     # is gone from the table and the pool before a poll of them could see its mode.
@@ -642,7 +755,7 @@ async def _real_match(
     bot: BotProcess | None = None
     try:
         token = server.bots.register(BOT_NAME)
-        bot = BotProcess(cmd, f"127.0.0.1:{port}", token, verbose, compact)
+        bot = BotProcess(cmd, address, token, verbose, compact, confinement)
         servicer = MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, clock)
         table = servicer.build_table(
             ms.CreateMatchRequest(
@@ -656,18 +769,28 @@ async def _real_match(
             )
         )
         server.lobby.add_table(table)
-        limit = time.monotonic() + 90.0
+        assert server.play is not None
+        refusals = server.play.refusals
+        address = f"127.0.0.1:{port}"
+        started = time.monotonic()
+        limit = started + startup_timeout + 90.0
         while table.state != "ended":
+            waiting = table.state == "waiting"
+            why = ""
             if time.monotonic() > limit:
-                notes.append("the match took longer than 90 s")
-                server.lobby.cancel(table, "cancelled", "time limit")
+                why = "the match took longer than 90 s"
+            elif waiting and bot.proc.poll() is not None:
+                why = bot.exited(bot.proc.returncode, f"before joining on {address} (its GAIGEL_SERVER)")
+            elif waiting and refusals and time.monotonic() - refusals[-1].at >= REFUSAL_GRACE:
+                why = f"the server refused the bot's stream with {refusals[-1].code.name}: {refusals[-1].message}"
+            elif waiting and time.monotonic() > started + startup_timeout:
+                why = f"the bot did not join on {address} within {startup_timeout:g} s (--startup-timeout)"
+            if why:
+                notes.append(why)
+                server.lobby.cancel(table, "cancelled", why.split("\n")[0])
                 if table.task is not None:
                     with contextlib.suppress(asyncio.CancelledError):
                         await table.task
-                break
-            if table.state == "waiting" and bot.proc.poll() is not None:
-                notes.append(f"the bot exited with code {bot.proc.returncode} before the match started")
-                server.lobby.cancel(table, "cancelled", "bot exited")
                 break
             await asyncio.sleep(0.05)
         assert table.record is not None
@@ -690,7 +813,15 @@ def _joined_mode(sessions: Sequence[Any]) -> str:
     return ""
 
 
-def run_real(cmd: Sequence[str], results: Results, deadline: float, max_matches: int, verbose: bool) -> None:
+def run_real(
+    cmd: Sequence[str],
+    results: Results,
+    deadline: float,
+    max_matches: int,
+    verbose: bool,
+    startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
+) -> None:
     """The rules checks on the real server."""
     from gaigel.ruleset import Ruleset, preset
 
@@ -712,7 +843,9 @@ def run_real(cmd: Sequence[str], results: Results, deadline: float, max_matches:
                     if _seat0_has_meld_and_seven(seed, rules):
                         break
                     seed = rng.randrange(1 << 63)
-            record, notes, mode = asyncio.run(_real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0))
+            record, notes, mode = asyncio.run(
+                _real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0, startup_timeout, confinement)
+            )
             played += 1
             tail = next((n[1:] for n in notes if n.startswith("\x00")), "")
             notes = [n for n in notes if not n.startswith("\x00")]
@@ -768,38 +901,56 @@ ORDER = [
 
 
 def run_checks(
-    cmd: Sequence[str], *, deadline: float = 1.0, max_matches: int = 8, as_json: bool = False, verbose: bool = False
+    cmd: Sequence[str],
+    *,
+    deadline: float = 1.0,
+    max_matches: int = 8,
+    as_json: bool = False,
+    verbose: bool = False,
+    startup_timeout: float = STARTUP_TIMEOUT,
+    confinement: Confinement | None = None,
 ) -> int:
-    """Runs every check; prints PASS/FAIL lines (or JSON); returns 0 only when all pass."""
+    """Runs every check; prints PASS/FAIL lines (or JSON); returns 0 only when all pass.
+
+    With *confinement* the bot runs as an arena would run it (its sandbox and limits).
+
+    A failure is reported once: the checks it left unreachable (the later stages of the scripted match,
+    and everything after a failed join) are listed as not reached because of it, not as failures."""
     results = Results()
     started = time.monotonic()
     try:
-        run_scripted(cmd, results, deadline, verbose)
+        run_scripted(cmd, results, deadline, verbose, startup_timeout, confinement)
     except OSError as e:
         print(f"gaigel check-bot: error: cannot start {' '.join(cmd)!r}: {e.strerror or e}", file=sys.stderr)
         return 2
     scripted_log = getattr(results, "bot_log", "")
     results.bot_log = ""  # type: ignore[attr-defined]
-    run_real(cmd, results, deadline, max_matches, verbose)
-    if "legal answers" not in results.checks:
-        results.set("legal answers", None, "not reached")
-    checks = [results.checks.get(name) or Check(name, None, "not reached") for name in ORDER]
+    join = results.checks.get(JOIN)
+    if join is None or join.ok is not False:  # a bot that cannot join would fail the real matches the same way
+        run_real(cmd, results, deadline, max_matches, verbose, startup_timeout, confinement)
+    blocker = next((n for n in ORDER if n in results.checks and results.checks[n].ok is False), None)
+    unreached = f"not reached: {blocker} failed" if blocker else "not reached"
+    checks = [results.checks.get(name) or Check(name, None, unreached) for name in ORDER]
     checks += [c for name, c in results.checks.items() if name not in ORDER]
     ok = all(c.ok for c in checks)
     if as_json:
         print(json.dumps({"ok": ok, "checks": [dataclasses.asdict(c) for c in checks]}))
     else:
         for c in checks:
-            tag = "PASS" if c.ok else ("FAIL" if c.ok is False else "FAIL (not reached)")
+            tag = "PASS" if c.ok else ("FAIL" if c.ok is False else "NOT REACHED")
             print(f"{tag:5} {c.name}: {c.reason}")
-        logs = [x for x in (scripted_log, getattr(results, "bot_log", "")) if x]
+        shown = "\n".join(c.reason for c in checks)
+        logs = [x for x in (scripted_log, getattr(results, "bot_log", "")) if x and x not in shown]
         if not ok and logs:
             print("last lines of the bot's output:")
             print("\n".join(logs))
-        print(
-            f"{'ok' if ok else 'FAILED'}: {sum(bool(c.ok) for c in checks)} of {len(checks)} checks passed in {time.monotonic() - started:.1f} s"
-        )
+        passed = sum(c.ok is True for c in checks)
+        failed = sum(c.ok is False for c in checks)
+        counts = f"{passed} of {len(checks)} checks passed"
+        if not ok:
+            counts += f", {failed} failed, {len(checks) - passed - failed} not reached"
+        print(f"{'ok' if ok else 'FAILED'}: {counts} in {time.monotonic() - started:.1f} s")
     return 0 if ok else 1
 
 
-__all__ = ["run_checks"]
+__all__ = ["Confinement", "Launch", "run_checks"]

@@ -11,8 +11,9 @@ import logging
 import sys
 from typing import Any
 
-from gaigel.cli import CliError
+from gaigel.cli import CliError, seconds_arg
 from gaigel_harness import trial
+from gaigel_harness.startup import STARTUP_TIMEOUT
 
 
 def register(subparsers: Any) -> None:
@@ -237,6 +238,13 @@ def _register_bridge(sub: Any) -> None:
     p.add_argument(
         "--max-matches", type=int, default=8, help="real matches to try for decision coverage (default %(default)s)"
     )
+    p.add_argument(
+        "--startup-timeout",
+        type=seconds_arg,
+        default=STARTUP_TIMEOUT,
+        help="seconds the bot command has to join each time it is started, a build it runs first included "
+        "(default %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("-v", "--verbose", action="store_true", help="show the bot's stderr and the server's log")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
@@ -262,5 +270,10 @@ def cmd_check_bot(args: argparse.Namespace) -> int:
 
     cmd = _command(args, "check-bot")
     return run_checks(
-        cmd, deadline=args.deadline, max_matches=args.max_matches, as_json=args.json, verbose=args.verbose
+        cmd,
+        deadline=args.deadline,
+        max_matches=args.max_matches,
+        as_json=args.json,
+        verbose=args.verbose,
+        startup_timeout=args.startup_timeout,
     )

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
 import sys
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from gaigel.bots import HOUSE_BOTS
 from gaigel.botseed import bot_seeds
@@ -19,8 +21,20 @@ from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ru
 from gaigel.deal import player_counts_text
 from gaigel.match import MatchSpec
 from gaigel_harness.launch import bot_environment
+from gaigel_harness.startup import (
+    REFUSAL_GRACE,
+    STARTUP_TIMEOUT,
+    StderrTail,
+    never_joined,
+    quoted,
+    refused,
+)
+from gaigel_harness.startup import exited as exited_note
 from gaigel_server.clock import Clock
 from gaigel_server.commands import add_clock_args, clock_from_args, clock_options
+
+if TYPE_CHECKING:
+    from gaigel_server.servicer import Refusal
 
 EXIT_GRACE_S = 1.0
 """Seconds a match may take to end on its own after the bot process exited (it may exit right after MatchEnd)."""
@@ -65,6 +79,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--time-limit", type=seconds_arg, default=120.0, help="seconds for the whole try (default %(default)s)"
     )
+    p.add_argument(
+        "--startup-timeout",
+        type=seconds_arg,
+        default=STARTUP_TIMEOUT,
+        help="seconds the bot command has to join, a build it runs first included (default %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--record", metavar="FILE", default=None, help="save the match record (JSON) to FILE")
     p.add_argument("--view", metavar="FILE.html", help="write the match's viewer page (as gaigel view) to FILE.html")
@@ -93,51 +113,97 @@ def register(sub: Any) -> None:
 # --- try --------------------------------------------------------------------------------
 
 
-async def _start_bot(cmd: list[str], address: str, name: str, token: str) -> asyncio.subprocess.Process:
+@dataclasses.dataclass
+class _Launched:
+    """A bot process of ``try``/``rematch`` and the tail of its stderr (which still reaches ours)."""
+
+    proc: asyncio.subprocess.Process
+    stderr: StderrTail
+
+
+async def _start_bot(cmd: list[str], address: str, name: str, token: str) -> _Launched:
     env = bot_environment(GAIGEL_SERVER=address, GAIGEL_TOKEN=token, GAIGEL_BOT_NAME=name)
     try:
-        return await asyncio.create_subprocess_exec(*cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, env=env, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
     except OSError as e:
         raise CliError(f"cannot start bot command {' '.join(cmd)!r}: {e.strerror}") from None
+    return _Launched(proc, StderrTail(proc.stderr))
 
 
-async def _stop_bot(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
-    try:
-        await asyncio.wait_for(proc.wait(), 2.0)
-    except TimeoutError:
+async def _stop_bot(bot: _Launched) -> None:
+    proc = bot.proc
+    if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 2.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    await bot.stderr.lines()  # the rest of its stderr is copied before we report
 
 
 class _Watch:
-    """Decides when ``try``/``rematch`` stop waiting for a match: at the time limit, or soon after a bot exited."""
+    """Decides when ``try``/``rematch`` stop waiting for a match, and says why: a bot that did not
+    start (exited, refused by the server, not joined within the start-up allowance), the time limit,
+    or soon after a bot exited during the match."""
 
-    def __init__(self, time_limit: float, procs: dict[str, asyncio.subprocess.Process]) -> None:
+    def __init__(
+        self,
+        time_limit: float,
+        bots: dict[str, _Launched],
+        address: str,
+        startup_timeout: float = STARTUP_TIMEOUT,
+        refusals: Sequence[Refusal] | None = None,
+    ) -> None:
+        now = time.monotonic()
         self.time_limit = time_limit
-        self.deadline = time.monotonic() + time_limit
-        self.procs = procs
+        self.deadline = now + time_limit
+        self.startup_timeout = startup_timeout
+        self.join_by = now + startup_timeout
+        self.bots = bots
+        self.address = address
+        self.refusals = refusals  # None: the server is elsewhere and its refusals are not seen
         self.exited_at: float | None = None
 
-    def why_stop(self, waiting: bool) -> str | None:
+    def _who(self) -> str:
+        names = list(self.bots)
+        return names[0] if len(names) == 1 else "one of " + ", ".join(names)
+
+    async def why_stop(self, waiting: bool) -> str | None:
         """A note saying why the match is cancelled now, or None to keep waiting."""
         now = time.monotonic()
+        exited = [(name, b) for name, b in self.bots.items() if b.proc.returncode is not None]
+        refusal = self.refusals[-1] if waiting and self.refusals else None
+        if waiting and exited:
+            name, bot = exited[0]
+            code = bot.proc.returncode
+            assert code is not None
+            if refusal is not None:
+                return refused(self._who(), self.address, refusal.code.name, refusal.message) + (
+                    f" (then it exited with code {code})"
+                )
+            return exited_note(name, code, self.address, await bot.stderr.lines())
+        if refusal is not None and now - refusal.at >= REFUSAL_GRACE:
+            return refused(self._who(), self.address, refusal.code.name, refusal.message)
+        if waiting and now > self.join_by:
+            return never_joined(
+                self._who(), self.address, self.startup_timeout, None if self.refusals is None else False
+            )
         if now > self.deadline:
             return f"time limit of {self.time_limit:g} s reached: match cancelled"
-        exited = [(name, p.returncode) for name, p in self.procs.items() if p.returncode is not None]
         if not exited:
             return None
         if self.exited_at is None:
             self.exited_at = now
-        name, code = exited[0]
-        if waiting:
-            return f"bot {name} exited with code {code} before the match started"
         if now - self.exited_at >= EXIT_GRACE_S:  # else it may be ending after MatchEnd: let the match end
-            return f"bot {name} exited with code {code} during the match: match cancelled"
+            name, bot = exited[0]
+            lines = await bot.stderr.lines()
+            last = f"; its last stderr lines:{quoted(lines)}" if lines else ""
+            return f"bot {name} exited with code {bot.proc.returncode} during the match: match cancelled{last}"
         return None
 
 
@@ -158,6 +224,7 @@ async def _play_on_server(
     time_limit: float,
     preset_name: str = "default",
     match_key: str = "",
+    startup_timeout: float = STARTUP_TIMEOUT,
 ) -> tuple[dict[str, Any], list[str]]:
     """Runs one match on an in-process server; non-house bots are launched from *commands* (one process per seat)."""
     from gaigel_api.v1 import match_service_pb2 as ms
@@ -168,7 +235,7 @@ async def _play_on_server(
     config = ServerConfig(clock=clock)
     server, port = create_server("127.0.0.1:0", config)
     await server.start()
-    procs: dict[str, asyncio.subprocess.Process] = {}
+    procs: dict[str, _Launched] = {}
     notes: list[str] = []
     try:
         tokens = {name: server.bots.register(name) for name in commands}
@@ -189,12 +256,13 @@ async def _play_on_server(
         )
         table = servicer.build_table(request)
         server.lobby.add_table(table)
-        watch = _Watch(time_limit, procs)
+        assert server.play is not None
+        watch = _Watch(time_limit, procs, f"127.0.0.1:{port}", startup_timeout, server.play.refusals)
         while table.state != "ended":
-            note = watch.why_stop(table.state == "waiting")
+            note = await watch.why_stop(table.state == "waiting")
             if note:
                 notes.append(note)
-                server.lobby.cancel(table, "cancelled", note)
+                server.lobby.cancel(table, "cancelled", note.split("\n")[0])
                 if table.task is not None:
                     with contextlib.suppress(asyncio.CancelledError):
                         await table.task
@@ -291,13 +359,13 @@ async def _try_on_remote_server(
         proc = await _start_bot(cmd, address, name, bot_token)
         try:
             match = (await call("CreateMatch", request)).match
-            watch = _Watch(args.time_limit, {name: proc})
+            watch = _Watch(args.time_limit, {name: proc}, address, args.startup_timeout)
             while match.state != ms.MATCH_STATE_ENDED:
-                reason = watch.why_stop(match.state == ms.MATCH_STATE_WAITING)
+                reason = await watch.why_stop(match.state == ms.MATCH_STATE_WAITING)
                 if reason:
                     notes.append(reason)
                     try:
-                        cancel = ms.CancelMatchRequest(match_id=match.match_id, reason=reason)
+                        cancel = ms.CancelMatchRequest(match_id=match.match_id, reason=reason.split("\n")[0])
                         match = (await stub.CancelMatch(cancel, metadata=metadata, timeout=RPC_TIMEOUT)).match
                     except grpc.aio.AioRpcError as e:
                         if e.code() is not grpc.StatusCode.FAILED_PRECONDITION:  # else it ended meanwhile
@@ -398,6 +466,7 @@ def cmd_try(args: argparse.Namespace) -> int:
                 args.time_limit,
                 args.rules,
                 try_match_key(seed),
+                args.startup_timeout,
             )
         )
     if args.record:

@@ -72,7 +72,7 @@ def _common(obs: Observation) -> dict[str, Any]:
         "leader": obs.trick_leader,
         "last_trick": None
         if last is None
-        else {"leader": last.leader, "cards": _codes(last.cards), "winner": last.winner, "number": len(obs.tricks)},
+        else {"leader": last.leader, "cards": _codes(last.cards), "winner": last.winner, "index": len(obs.tricks) - 1},
         "tricks_won": list(obs.tricks_won),
         "melds": [
             {"seat": m.seat, "suit": "EBHS"[m.suit], "double": m.double, "cards": _codes(m.cards), "points": m.points}
@@ -412,6 +412,13 @@ def render_viewer(view: dict[str, Any], title: str | None = None, shared: bool =
 <section id="decision-panel"><h2>Decision</h2><div id="decision"></div></section>
 <section id="meld-panel"><h2>Melds, robbing, opening</h2><div id="events"></div></section>
 <section id="fault-panel"><h2>Faults</h2><p id="no-faults" class="muted">no faults</p><ol id="faults"></ol></section>
+<section id="legend"><h2>Card codes</h2>
+<p>A card is written as its code, e.g. <code>HKa</code>: suit, rank, copy (the deck is doubled: <code>a</code> and <code>b</code>).</p>
+<p>Suits: <span class="suit-E">E ♣ Eichel</span> (acorns), <span class="suit-B">B ♠ Blatt</span> (leaves),
+<span class="suit-H">H ♥ Herz</span> (hearts), <span class="suit-S">S ♦ Schellen</span> (bells).</p>
+<p>Ranks and points: A ace 11, T ten 10, K king 4, O Ober 3, U Unter 2, 7 seven 0.</p>
+<p>Hands, steps and tricks count from 0, as the record and the protocol's <code>trick_index</code> do.</p>
+</section>
 </aside>
 </main>
 <script id="match-data" type="application/json">{data}</script>

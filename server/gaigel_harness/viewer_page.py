@@ -45,6 +45,7 @@ aside section { background: #fff; border: 1px solid #d6cfbd; border-radius: 6px;
         position: relative; }
 .card .rank { font-size: 1.05em; }
 .card .pip { font-size: 1.45em; align-self: flex-end; }
+.card .code { font-size: 0.55em; font-weight: 400; color: #333; align-self: center; }
 .card.small { width: 2em; height: 2.8em; font-size: 0.8em; }
 .suit-E { color: #7a4a12; } .suit-B { color: #2e7d32; } .suit-H { color: #c62828; } .suit-S { color: #d48800; }
 .card.back { background: repeating-linear-gradient(45deg, #24518f 0 4px, #3566ad 4px 8px); border-color: #163560; }
@@ -167,7 +168,8 @@ function card(code, extra) {
   const [pip, suitName] = SUITS[code[0]];
   return el("span", {class: "card suit-" + code[0] + " " + (extra || ""), "data-card": code,
                      title: suitName + " " + RANKS[code[1]] + " (" + code + ")"},
-            el("span", {class: "rank"}, RANKS[code[1]]), el("span", {class: "pip"}, pip));
+            el("span", {class: "rank"}, RANKS[code[1]]), el("span", {class: "pip"}, pip),
+            el("span", {class: "code"}, code));
 }
 
 function seatName(s) {
@@ -260,13 +262,13 @@ function renderCenter(step, view) {
   else if (view.talon_size) talon.append(card(null, "small"));
   const trick = el("div", {id: "trick"});
   if (view.trick.length) {
-    trick.append(el("div", {class: "label"}, "trick " + (step.trick_no + 1) + ", led by seat " + view.leader));
+    trick.append(el("div", {class: "label"}, "trick " + step.trick_no + ", led by seat " + view.leader));
     trick.append(el("div", {class: "trick-cards"}, view.trick.map(t =>
         el("div", {class: "played", "data-seat": t.seat}, card(t.card, t.down ? "down" : ""), el("div", {}, "seat " + t.seat),
            t.down ? el("div", {class: "note"}, "face down") : null))));
   } else if (view.last_trick) {
     const lt = view.last_trick;
-    trick.append(el("div", {class: "label"}, "trick " + lt.number + " won by seat " + lt.winner));
+    trick.append(el("div", {class: "label"}, "trick " + lt.index + " won by seat " + lt.winner));
     trick.append(el("div", {class: "trick-cards", id: "last-trick"}, lt.cards.map((c, i) =>
         el("div", {class: "played"}, card(c), el("div", {}, "seat " + ((lt.leader + i) % DATA.players))))));
   } else {
@@ -365,13 +367,13 @@ function render() {
   renderDecision(step, view);
   renderEvents(view);
   renderFaults(step);
-  // hand and step as the record and gaigel try number them (from 0)
+  // hand, step and trick as the record, gaigel try and the protocol's trick_index number them (from 0)
   // a hand cut short ends at the decision that was never answered: name that step
   const where = step.i < step.n ? "hand " + step.hand + " step " + step.i + " of " + step.n
       : step.outcome ? "hand " + step.hand + " over (" + step.n + " steps)"
       : "hand " + step.hand + " step " + step.n + " (cut short: no answer recorded)";
   document.getElementById("position").textContent =
-      where + " \u00b7 trick " + (step.trick_no + 1) + " \u00b7 page step " + cur + "/" + (STEPS.length - 1);
+      where + " \u00b7 trick " + step.trick_no + " \u00b7 page step " + cur + "/" + (STEPS.length - 1);
   const slider = document.getElementById("slider");
   slider.max = STEPS.length - 1;
   slider.value = cur;

@@ -7,7 +7,9 @@ valid protobuf ends the stream with INVALID_ARGUMENT (not a generic INTERNAL).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import json
 import secrets
 import time
@@ -56,6 +58,20 @@ MAX_DECISION_ID = 64
 rejected without being echoed back (an echo doubled what a flood cost the server)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A Play stream the server ended before its session began: when, the status and its message."""
+
+    at: float  # time.monotonic()
+    code: grpc.StatusCode
+    message: str
+
+
+RECENT_REFUSALS = 16
+"""Refusals kept by :class:`BotServicer` (``gaigel try`` and ``check-bot`` name the last one as the cause
+of a bot that never joined); bounded, since a hostile client can cause any number."""
+
+
 class BotServicer:
     """BotService.Play: Join or Resume, then Actions in and game messages out."""
 
@@ -84,6 +100,7 @@ class BotServicer:
         self.join_timeout = join_timeout
         self.max_message_bytes = max_message_bytes
         self.log = get_logger()
+        self.refusals: collections.deque[Refusal] = collections.deque(maxlen=RECENT_REFUSALS)
 
     def handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         """The generic handler of gaigel.v1.BotService (raw bytes both ways: sessions serialize once)."""
@@ -96,6 +113,7 @@ class BotServicer:
 
     async def _reject(self, context: grpc.aio.ServicerContext[Any, Any], code: grpc.StatusCode, message: str) -> None:
         self.metrics.sessions.labels("rejected").inc()
+        self.refusals.append(Refusal(time.monotonic(), code, message))
         self.log.info("session_rejected", code=code.name, detail=message, peer=context.peer())
         await context.abort(code, message)
 
@@ -249,7 +267,7 @@ class BotServicer:
         read within the slow-reader timeout, as does more than the byte budget waiting meanwhile:
         grpc holds a stalled stream's bytes, and a bot that never reads must not hold them, or its
         place, forever. (A watchdog, not a timeout per write: that cost every message a timer.)"""
-        stream.write_since = time.monotonic()
+        began = stream.write_since = time.monotonic()
         try:
             await context.write(item.message)
         except asyncio.CancelledError:
@@ -263,7 +281,9 @@ class BotServicer:
             stream.write_since = None
         stream.wrote(item)
         if item.sent is not None and not item.sent.done():
-            item.sent.set_result(time.monotonic())
+            # The send is when the write began: a fast bot's answer can be read before this
+            # write's completion resumes us, and its time would then come out as 0.
+            item.sent.set_result(began)
 
     def close(self) -> None:
         """Stops the watchdog (the server is stopping)."""

@@ -40,7 +40,7 @@ class Abort:
 
 @dataclasses.dataclass
 class Outgoing:
-    """A serialized PlayResponse queued for a stream; *sent* is set once it is written."""
+    """A serialized PlayResponse queued for a stream; *sent* is set, once it is written, to the time its write began."""
 
     message: bytes
     sent: asyncio.Future[float] | None = None

@@ -34,7 +34,9 @@ def _run_arena(tmp_path: Path, processes: str | None, in_match: bool = False) ->
     config.write_text(
         f'[arena]\nname = "leak"\nseed = 11\nsets_per_pairing = 3\nworkers = 1\nexecutor = "grpc"\n{setting}'
         f"[game]\nplayers = 2\nhands = 2\n{options}"
-        f'[[bots]]\nname = "leak"\ncommand = {json.dumps([sys.executable, str(BOT)])}\n'
+        # unconfined: the attack bot reports what it predicted through a file ($GAIGEL_LEAK_LOG), and
+        # what is measured here is memory inside a process, which no sandbox changes
+        f'[[bots]]\nname = "leak"\ncommand = {json.dumps([sys.executable, str(BOT)])}\nsandbox = "none"\n'
         '[[bots]]\nname = "first"\nhouse = "first"\n'
     )
     out = tmp_path / "out"

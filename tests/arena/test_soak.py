@@ -51,10 +51,12 @@ resume_grace_ms = 5000
 [[bots]]
 name = "chaos"
 command = ["gaigel", "chaos-bot", "--seed", "7", "--crash-interval", "4", "--chaos", "{CHAOS}"]
+sandbox = "none"  # the project's own test tool: its fault log goes to the soak's folder
 
 [[bots]]
 name = "calm"
 command = ["gaigel", "chaos-bot", "--chaos", "none"]
+sandbox = "none"
 
 [[bots]]
 name = "first"

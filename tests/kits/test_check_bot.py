@@ -85,6 +85,38 @@ def test_bot_that_never_resumes_fails_with_the_reason() -> None:
     assert checks["recovers after ActionRejected"]["ok"] is True
 
 
+def test_bot_that_does_not_answer_after_a_rejection_fails_one_check() -> None:
+    """One missing feature, one failure: the checks after it in the scripted match are listed as not reached
+    because of it, the answer times and the real matches are judged on their own."""
+    code, checks, _ = _check([sys.executable, str(BOTS / "raw_bot.py"), "--mode", "no-retry"], "--max-matches", "2")
+    assert code == 1
+    failed = [name for name, c in checks.items() if c["ok"] is False]
+    assert failed == ["recovers after ActionRejected"], checks
+    assert "no answer to decision" in str(checks["recovers after ActionRejected"]["reason"])
+    assert checks["answers within the deadline"]["ok"] is True
+    for name in ("resumes after a dropped stream", "exits cleanly after MatchEnd"):
+        assert checks[name] == {
+            "name": name,
+            "ok": None,
+            "reason": "not reached: recovers after ActionRejected failed",
+        }
+    r = run(
+        [
+            *BRIDGE,
+            "check-bot",
+            "--max-matches",
+            "2",
+            "--",
+            sys.executable,
+            str(BOTS / "raw_bot.py"),
+            "--mode",
+            "no-retry",
+        ]
+    )
+    assert "NOT REACHED resumes after a dropped stream" in r.stdout
+    assert ", 1 failed, 2 not reached in " in r.stdout.splitlines()[-1]
+
+
 def test_bot_that_never_answers_fails_with_the_reason() -> None:
     code, checks, _ = _check(
         [sys.executable, str(BOTS / "raw_bot.py"), "--mode", "never-answers"], "--max-matches", "1"

@@ -159,6 +159,21 @@ class TestTry:
         assert _verdict(False, "completed", faults=True, notes=False) == "FAILED: see the faults above"
         assert _verdict(False, "cancelled", faults=True, notes=True) == "FAILED: see the faults and notes above"
 
+    def test_remote_decision_times_run_from_the_send_to_the_answer(self, tmp_path: Path) -> None:
+        """A fast remote bot's decisions are recorded with the time from the server's send to the answer's
+        arrival: above zero, since the answer cannot come before the request was sent (the write's completion,
+        the old start, could be later than a fast answer and gave 0.0)."""
+        path = tmp_path / "try.json"
+        out = subprocess.run(
+            [*GAIGEL, "try", "--players", "4", "--hands", "2", "--seed", "9", "--record", str(path), "--", *BOT],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        times = [a["ms"] for h in load_record(path)["hands"] for a in h["actions"] if a["seat"] == 0]
+        assert len(times) > 10 and min(times) > 0.0, times
+
     def test_every_house_bot_is_offered_and_the_record_can_be_saved(self, tmp_path: Path) -> None:
         """--house takes every house bot of gaigel.bots; --record FILE writes a record that replays."""
         from gaigel.bots import HOUSE_BOTS

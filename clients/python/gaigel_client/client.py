@@ -298,7 +298,7 @@ class _Session:
                 limit = self._give_up_after()
                 if now - lost_since >= limit:
                     raise ConnectionLostError(
-                        f"server unreachable for {now - lost_since:.1f} s (limit {limit:.1f} s); last status {code.name}: {details}"
+                        f"server {self.server} unreachable for {now - lost_since:.1f} s (limit {limit:.1f} s); last status {code.name}: {details}"
                     ) from None
                 delay = min(self.max_backoff, self.initial_backoff * 2**failures) * random.uniform(0.8, 1.2)
                 delay = min(delay, max(0.0, lost_since + limit - now))

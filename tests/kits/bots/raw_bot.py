@@ -2,6 +2,7 @@
 
 --mode never-answers: joins and never answers a decision.
 --mode no-resume:     plays (and retries after a rejection) but exits with code 3 when the stream drops.
+--mode no-retry:      plays, but sends nothing more after an ActionRejected.
 """
 
 import argparse
@@ -17,7 +18,7 @@ from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=("never-answers", "no-resume"), required=True)
+    parser.add_argument("--mode", choices=("never-answers", "no-resume", "no-retry"), required=True)
     mode = parser.parse_args().mode
     outbox: queue.SimpleQueue = queue.SimpleQueue()
     outbox.put(
@@ -37,12 +38,14 @@ def main() -> int:
     last = None
     try:
         for msg in stub.Play(requests()):
-            if msg.HasField("decision_request") and mode == "no-resume":
+            if msg.HasField("decision_request") and mode in ("no-resume", "no-retry"):
                 last = msg.decision_request
                 outbox.put(
                     pb.PlayRequest(action=pb.Action(decision_id=last.decision_id, action_id=last.legal_actions[-1].id))
                 )
-            elif msg.HasField("action_rejected") and msg.action_rejected.decision_open and last is not None:
+            elif (
+                msg.HasField("action_rejected") and msg.action_rejected.decision_open and last is not None
+            ) and mode == "no-resume":
                 outbox.put(
                     pb.PlayRequest(action=pb.Action(decision_id=last.decision_id, action_id=last.legal_actions[0].id))
                 )
