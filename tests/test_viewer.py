@@ -10,6 +10,7 @@ without Chromium unless ``CI`` is set (tests/tools/browser.py).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -346,3 +347,44 @@ def test_points_stay_hidden_from_a_seat_when_the_ruleset_hides_them(tmp_path: Pa
     assert all(step["views"]["1"]["scores"] is None for step in seat["steps"])
     totals = [step["views"]["all"]["scores"][0]["total"] for step in full["steps"]]
     assert totals[-1] > 0 and totals == sorted(totals)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--players", "2", "--hands", "2", "--seed", "3"),
+        ("--players", "3", "--hands", "2", "--seed", "5"),
+        ("--players", "4", "--hands", "1", "--seed", "1", "--rules", "parlett"),
+    ],
+)
+def test_compact_page_derives_every_seat_view_exactly(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """The arena report's compact page (omniscient view only, packed) unpacks in the browser to the
+    very steps of a full page: every seat's view equal, hidden cards, face-down plays and labels included."""
+    from gaigel_harness.viewer import render_viewer
+
+    record = load_record(_play(tmp_path, *args))
+    full = build_view(record)
+    compact = build_view(record, compact=True)
+    assert list(compact["steps"][0]["views"]) == ["all"] and compact["views"] == full["views"]
+    page = tmp_path / "compact.html"
+    dump = "READY.then(() => { document.body.appendChild(document.createElement('pre')).id = 'dump';"
+    dump += "document.getElementById('dump').textContent = JSON.stringify(STEPS); });"
+    page.write_text(render_viewer(compact).replace("</body>", f"<script>{dump}</script></body>"), encoding="utf-8")
+    found = re.search(r'<pre id="dump">(.*?)</pre>', dump_dom(page.as_uri()), re.S)
+    assert found is not None
+    steps = json.loads(html.unescape(found[1]))
+    for step in steps:
+        del step["known"]
+        step["views"]["all"].get("decision", {}).pop("hidden_from", None)
+    assert steps == full["steps"]
+    assert len(render_viewer(compact, shared=True)) < len(render_viewer(full)) / 3  # the arena's pages
+
+
+def test_title_names_the_bots_by_seat(tmp_path: Path) -> None:
+    """The page title lists the bots in seat order, as the arena's match list does (not alphabetically)."""
+    from gaigel_harness.viewer import render_viewer
+
+    record = load_record(_play(tmp_path, "--players", "2", "--hands", "1", "--bot", "random", "--bot", "first"))
+    assert [s["bot"] for s in record["seats"]] == ["random", "first"]
+    title = re.search(r"<title>(.*?)</title>", render_viewer(build_view(record)))
+    assert title is not None and title[1].endswith(": random vs first")

@@ -64,7 +64,7 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
     from gaigel.record import write_json_atomic
     from gaigel_arena.config import load_config
     from gaigel_arena.metrics import ArenaMetrics
-    from gaigel_arena.report import format_table, load_report, report_dict
+    from gaigel_arena.report import bot_fates, format_fates, format_table, load_report, report_dict
     from gaigel_arena.runner import ArenaError, Progress, run_arena
 
     configure_logging(args.log_level)
@@ -76,6 +76,13 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, ray_address=args.ray_address)
     out = Path(args.out) if args.out else Path(Path(args.config).stem + "-arena")
     _check_out(out, args.db, config.keep_records)
+    if config.listen:  # the published server for remote bots: a taken port is one line, not grpc's traceback
+        from gaigel_server.server import check_bindable
+
+        try:
+            check_bindable(config.listen, "[arena] listen")
+        except ValueError as e:
+            raise CliError(str(e)) from None
     metrics = ArenaMetrics(config.bot_names)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -126,9 +133,11 @@ def cmd_arena_run(args: argparse.Namespace) -> int:
         print(json.dumps(data))
     else:
         print(format_table(summary.standings, summary.done, summary.scheduled))
+        if any(not f.rated or f.forfeits or f.voids for f in bot_fates(report)):
+            print(format_fates(report))  # forfeits, voids, disqualifications: not only in the log
         print(
             f"played {summary.played_now} matches in {summary.seconds:.1f} s"
-            + (f" ({summary.replayed} replayed after a crash)" if summary.replayed else "")
+            + (f" ({summary.replayed} left unfinished by an earlier run, replayed)" if summary.replayed else "")
             + f"; journal {summary.db_label}"
         )
     return 0
@@ -167,6 +176,7 @@ def _start_web(args: argparse.Namespace, out: Path) -> Any:
 def cmd_arena_report(args: argparse.Namespace) -> int:
     """gaigel arena report."""
     from gaigel_arena.report import (
+        format_fates,
         format_presence,
         format_set_histograms,
         format_table,
@@ -179,7 +189,7 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
         writable_dir(Path(args.html).parent, "--html")  # the page's folder also takes its viewer pages
         writable_file(Path(args.html), "--html")
     target = args.dir if "://" in args.dir else Path(args.dir)
-    report = load_report(target, samples=args.bootstrap, details=bool(args.html))
+    report = load_report(target, samples=args.bootstrap, details=bool(args.html) or not args.json)
     pages = 0
     if args.html:
         try:
@@ -190,6 +200,7 @@ def cmd_arena_report(args: argparse.Namespace) -> int:
         print(json.dumps(report_dict(report)))
     elif not args.html:
         print(format_table(report.standings, report.counts["done"], report.counts["total"]))
+        print(format_fates(report))
         if report.presence:
             print(format_presence(report))
         if report.results:

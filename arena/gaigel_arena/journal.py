@@ -312,6 +312,14 @@ class _PostgresBackend(_Backend):
         self._conn.close()  # ends the session, which releases the advisory lock
 
 
+def _other_config(label: str, stored_json: str, config_json: str) -> JournalError:
+    diff = config_diff(json.loads(stored_json), json.loads(config_json))
+    return JournalError(
+        f"{label} belongs to a different arena config (changed: {', '.join(diff) or 'unknown'}); "
+        "use another --out folder (or --db) or restore the old config"
+    )
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
@@ -364,6 +372,24 @@ class Journal:
         return journal
 
     @classmethod
+    def check_config(cls, target: DbTarget, config_json: str, config_hash: str) -> None:
+        """Refuses, before anything is started, an existing journal at *target* of another config
+        (the check :meth:`create_or_open` makes again under its lock); a missing journal passes.
+
+        :raises JournalError: naming the differing keys.
+        """
+        try:
+            journal = cls.open_existing(target)
+        except JournalError:
+            return  # none yet (or unreadable: create_or_open says why)
+        try:
+            meta = dict(journal._db.execute("SELECT key, value FROM meta").rows)
+        finally:
+            journal.close()
+        if meta.get("config_hash") not in (None, config_hash):
+            raise _other_config(journal.label, meta["config"], config_json)
+
+    @classmethod
     def open_existing(cls, target: DbTarget) -> Journal:
         """Opens an existing journal (file path or URL) for reading (reports); no lock is taken.
 
@@ -414,11 +440,7 @@ class Journal:
             if meta.get("format") != JOURNAL_FORMAT:
                 raise JournalError(f"{self.label} is not an arena journal of format {JOURNAL_FORMAT}")
             if meta.get("config_hash") != config_hash:
-                diff = config_diff(json.loads(meta["config"]), json.loads(config_json))
-                raise JournalError(
-                    f"{self.label} belongs to a different arena config (changed: {', '.join(diff) or 'unknown'}); "
-                    "use another --out folder (or --db) or restore the old config"
-                )
+                raise _other_config(self.label, meta["config"], config_json)
             count = self._db.execute("SELECT COUNT(*) FROM matches").rows[0][0]
             if count != len(schedule):
                 raise JournalError(f"{self.label} holds {count} matches, the schedule has {len(schedule)}")

@@ -7,10 +7,12 @@ and pass them through :mod:`gaigel_arena.ratings`, exactly as the runner does.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import html
 import json
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,10 @@ from gaigel_arena.sprt import pair_set_histograms
 
 __all__ = [
     "ArenaReport",
+    "BotFate",
     "MatchEntry",
+    "bot_fates",
+    "format_fates",
     "format_presence",
     "format_set_histograms",
     "format_table",
@@ -70,6 +75,11 @@ class MatchEntry:
     """The match record on disk, when it was kept and is found."""
     faults: tuple[dict[str, Any], ...] | None
     """The record's faults (``seat``, ``reason``, ...), None when not read or no record."""
+    attempts: int = 0
+    """How often the match was handed to a worker: every attempt but the one that counted was void."""
+    revealed: bool = True
+    """Whether every match that plays this deal seed is done: only then are the seed and the
+    viewer page (the deal, card by card) shown; before, *record* is None and the seed hidden."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +118,16 @@ def _read_faults(record: Path) -> tuple[dict[str, Any], ...] | None:
     return tuple(f for f in faults if isinstance(f, dict)) if isinstance(faults, list) else None
 
 
+def revealed_seeds(rows: list[JournalRow]) -> set[int]:
+    """The deal seeds every match of which is done. A seed is shared by all seatings of a duplicate
+    set and by every group of the same set number, so the deal of one match tells those still to come."""
+    seeds = {row.seed for row in rows}
+    return seeds - {row.seed for row in rows if row.status != "done"}
+
+
 def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | None) -> tuple[MatchEntry, ...]:
     out = []
+    shown = revealed_seeds(rows)
     for row in rows:
         record = _find_record(row, folder) if row.status == "done" else None
         faults = None
@@ -127,8 +145,10 @@ def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | No
                 row.status,
                 row.result,
                 row.duration_s,
-                record,
+                record if row.seed in shown else None,
                 faults,
+                row.attempts,
+                row.seed in shown,
             )
         )
     return tuple(out)
@@ -157,6 +177,85 @@ def _load_presence(folder: Path | None, matches: tuple[MatchEntry, ...]) -> dict
     return {bot: {k: round(v, 3) for k, v in row.items()} for bot, row in out.items()}
 
 
+@dataclasses.dataclass(frozen=True)
+class BotFate:
+    """What became of one bot's scheduled matches, from the journal (and its faults from the records)."""
+
+    name: str
+    scheduled: int
+    played: int
+    """Done matches its side did not forfeit."""
+    forfeits: dict[str, int]
+    """Done matches its side forfeited, by reason code (``ABSENT``, ``DISQUALIFIED``, a fault's code)."""
+    voids: int
+    """Attempts at its matches that did not count (void: a failure, or cut off by a crash or Ctrl-C)."""
+    disqualified: str | None
+    """Why it was disqualified, None if it was not."""
+    rated: bool
+    """False for a bot without a done match its side did not forfeit: it is listed apart, not rated."""
+    faults: int | None
+    """Faults charged to it in the kept records; None when no record was read."""
+
+    @property
+    def fate(self) -> str:
+        """In a few words: disqualified, not rated (and why) or rated."""
+        if self.disqualified is not None:
+            return f"disqualified: {self.disqualified.removeprefix('disqualified: ')}"
+        if not self.rated:
+            return "not rated: only forfeits" if self.forfeits else "not rated: no game played"
+        return "rated"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {**dataclasses.asdict(self), "fate": self.fate}
+
+
+def bot_fates(report: ArenaReport) -> tuple[BotFate, ...]:
+    """One :class:`BotFate` per configured bot, in config order."""
+    from gaigel_arena.executors import DISQUALIFIED
+
+    rated = {row.name for row in report.standings.rows}
+    faults = _faults_per_bot(report)
+    read = any(e.faults is not None for e in report.matches)
+    out = []
+    for bot in report.bots:
+        scheduled = played = voids = 0
+        forfeits: collections.Counter[str] = collections.Counter()
+        why: str | None = None
+        for e in report.matches:
+            mine = {x for x, name in enumerate(e.sides) if name == bot}
+            if not mine:
+                continue
+            scheduled += 1
+            voids += max(0, e.attempts - (0 if e.status == "pending" else 1))
+            if e.status != "done" or e.result is None:
+                continue
+            if not mine & set(e.result.get("forfeit_sides") or ()):
+                played += 1
+                continue
+            forfeit = e.result.get("forfeit") or {}
+            reason = str(forfeit.get("reason") or "FORFEIT")
+            forfeits[reason] += 1
+            if reason == DISQUALIFIED and why is None:
+                why = str(forfeit.get("message", ""))
+        total = sum(faults.get(bot, {}).values()) if read else None
+        out.append(BotFate(bot, scheduled, played, dict(forfeits.most_common()), voids, why, bot in rated, total))
+    return tuple(out)
+
+
+def format_fates(report: ArenaReport) -> str:
+    """Every bot's matches played, forfeited (by reason) and void, and its fate, as fixed-width text."""
+    fates = bot_fates(report)
+    header = f"{'bot':<20} {'matches':>7} {'played':>6} {'forfeits':>8} {'voids':>5} {'faults':>6}  fate"
+    lines = ["what became of every bot:", header, "-" * len(header)]
+    for f in fates:
+        n = sum(f.forfeits.values())
+        reasons = f" ({', '.join(f'{r} {k}' for r, k in f.forfeits.items())})" if n else ""
+        faults = "?" if f.faults is None else str(f.faults)
+        lines.append(f"{f.name:<20} {f.scheduled:>7} {f.played:>6} {n:>8} {f.voids:>5} {faults:>6}  {f.fate}{reasons}")
+    return "\n".join(lines)
+
+
 def load_report(
     path: DbTarget, samples: int = 1000, details: bool = False, fault_cache: FaultCache | None = None
 ) -> ArenaReport:
@@ -176,7 +275,8 @@ def load_report(
         db = path / DEFAULT_DB_NAME if path.is_dir() else path
         folder = path if path.is_dir() else path.parent
         if not db.exists():
-            raise JournalError(f"no arena journal in {path} (expected {db})")
+            where = f"{path} (no folder or file of that name)" if not path.exists() else f"{path} (no {db.name} there)"
+            raise JournalError(f"no arena journal in {where}; give the --out folder of `gaigel arena run`")
     with Journal.open_existing(db) as journal:
         config = journal.config()
         counts = journal.counts()
@@ -236,9 +336,19 @@ def report_dict(report: ArenaReport) -> dict[str, Any]:
         "set_histograms": [
             {"a": a, "b": b, "points_of_a": hist} for (a, b), hist in pair_set_histograms(report.results).items()
         ],
+        "fates": [f.to_dict() for f in bot_fates(report)],
         "standings": report.standings.to_dict(),
-        "config": report.config,
+        "config": _published_config(report),
     }
+
+
+def _published_config(report: ArenaReport) -> dict[str, Any]:
+    """The config as published: the arena seed (from which every deal seed follows) is null until
+    every match is done."""
+    if all(e.revealed for e in report.matches):
+        return report.config
+    arena = {**report.config.get("arena", {}), "seed": None}
+    return {**report.config, "arena": arena}
 
 
 UNKNOWN_INTERVAL_NOTE = (
@@ -303,6 +413,39 @@ def format_presence(report: ArenaReport) -> str:
             f"{int(row['absent_forfeits'])} absent forfeits"
         )
     return "\n".join(lines)
+
+
+def _unrated_note(report: ArenaReport) -> str:
+    apart = [f for f in bot_fates(report) if not f.rated]
+    if not apart:
+        return ""
+    items = "; ".join(f"<b>{html.escape(f.name)}</b> ({html.escape(f.fate)})" for f in apart)
+    return f'<p id="unrated"><b>Not rated</b> (see what became of every bot below): {items}.</p>\n'
+
+
+def _fate_rows(report: ArenaReport) -> str:
+    """The section "What became of every bot": matches played, forfeited, void, and the fate."""
+    esc = html.escape
+    rows = []
+    for f in bot_fates(report):
+        n = sum(f.forfeits.values())
+        reasons = ", ".join(f"<code>{esc(r)}</code> {k}" for r, k in f.forfeits.items())
+        cls = "" if f.rated and f.disqualified is None else ' class="faulty"'
+        rows.append(
+            f'<tr data-bot="{esc(f.name)}" data-rated="{str(f.rated).lower()}"><td class="name">{esc(f.name)}</td>'
+            f'<td>{f.scheduled}</td><td>{f.played}</td><td>{n}</td><td class="name">{reasons}</td>'
+            f"<td>{f.voids}</td><td>{'?' if f.faults is None else f.faults}</td>"
+            f'<td{cls}><span class="name">{esc(f.fate)}</span></td></tr>'
+        )
+    return f"""<h2>What became of every bot</h2>
+<p class="caption">Scheduled matches of each bot; those played, those its side forfeited by reason code (ABSENT: a
+remote bot that stayed away, DISQUALIFIED: not played after the bot kept failing, else the fault that ended it),
+attempts that were void (a failure, or cut off by a crash or Ctrl-C; counted for every bot of the match) and its
+faults. A bot that only forfeited is not rated: it is listed here, not in the ratings.</p>
+<table id="fates"><tr><th class="name">bot</th><th>matches</th><th>played</th><th>forfeits</th>
+<th class="name">by reason</th><th>voids</th><th>faults</th><th class="name">fate</th></tr>
+{"".join(rows)}</table>
+"""
 
 
 def _presence_rows(report: ArenaReport) -> str:
@@ -461,9 +604,14 @@ def _match_rows(report: ArenaReport, pages: Mapping[str, str]) -> list[str]:
         else:
             faults = "<td>0</td>"
         duration = _duration_text(e.duration_s)
+        seed = (
+            e.seed
+            if e.revealed
+            else '<span class="muted" title="shown once every match of this deal is done">hidden</span>'
+        )
         rows.append(
             f'<tr data-match="{esc(e.match_id)}" data-status="{esc(e.status)}"><td>{e.index}</td>'
-            f'<td class="name">{name}</td><td class="name">{bots}</td><td>{e.seed}</td>'
+            f'<td class="name">{name}</td><td class="name">{bots}</td><td>{seed}</td>'
             f'<td class="name result">{esc(text)}</td><td>{hands}</td>{faults}<td>{duration}</td></tr>'
         )
     return rows
@@ -475,19 +623,28 @@ def _duration_text(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-def _fault_rows(report: ArenaReport) -> tuple[list[str], bool]:
-    """One row per bot with its faults by reason code; False when no record was read."""
-    esc = html.escape
-    read = [e for e in report.matches if e.faults is not None]
+def _faults_per_bot(
+    report: ArenaReport, matches: dict[str, set[str]] | None = None
+) -> dict[str, collections.Counter[str]]:
+    """Each bot's faults in the records read, by reason code (and into *matches* the matches with them)."""
     per_bot: dict[str, collections.Counter[str]] = {name: collections.Counter() for name in report.bots}
-    matches: dict[str, set[str]] = {name: set() for name in report.bots}
-    for e in read:
+    for e in report.matches:
         for f in e.faults or ():
             seat = f.get("seat")
             if isinstance(seat, int) and 0 <= seat < len(e.seats):
                 bot = e.seats[seat]
                 per_bot.setdefault(bot, collections.Counter())[str(f.get("reason", "?"))] += 1
-                matches.setdefault(bot, set()).add(e.match_id)
+                if matches is not None:
+                    matches.setdefault(bot, set()).add(e.match_id)
+    return per_bot
+
+
+def _fault_rows(report: ArenaReport) -> tuple[list[str], bool]:
+    """One row per bot with its faults by reason code; False when no record was read."""
+    esc = html.escape
+    read = [e for e in report.matches if e.faults is not None]
+    matches: dict[str, set[str]] = {name: set() for name in report.bots}
+    per_bot = _faults_per_bot(report, matches)
     rows = []
     for bot, reasons in sorted(per_bot.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
         total = sum(reasons.values())
@@ -537,7 +694,7 @@ def render_html(report: ArenaReport, pages: Mapping[str, str] | None = None, ref
     """
     st = report.standings
     names = [row.name for row in st.rows]
-    order = names + sorted(set(report.bots) - set(names))
+    order = names  # a bot without rated games has no line: it is listed under the ratings instead
     colours = _colours(order)
     esc = html.escape
     rows_html = []
@@ -618,7 +775,7 @@ the Elo scale with mean 0; intervals are 95% bootstrap intervals over duplicate 
 <h2>Ratings</h2>
 <table id="ratings"><tr><th>#</th><th class="name">bot</th><th>Elo</th><th>BT</th><th>BT 95%</th><th>games</th><th>score</th></tr>
 {"".join(rows_html)}</table>
-<h2>Rating history</h2>
+{_unrated_note(report)}<h2>Rating history</h2>
 <p class="caption">Sequential Elo (K = 16) of every bot after each pairwise game; the dashed line is the start, 1500.</p>
 {_svg_history(report.results, order, colours)}
 <h2>Cross table</h2>
@@ -641,7 +798,7 @@ independence of the intervals). With two games per set these are the pentanomial
 <table id="faults-per-bot"><tr><th class="name">bot</th><th>faults</th><th>matches with faults</th>
 <th class="name">by reason</th></tr>
 {"".join(fault_rows)}</table>
-{_presence_rows(report)}<h2>Matches</h2>
+{_presence_rows(report)}{_fate_rows(report)}<h2>Matches</h2>
 <p class="caption">Every scheduled match in schedule order; the bold bot's side won. Follow a match id to step
 through the match in the viewer.</p>
 <table id="matches"><tr><th>#</th><th class="name">match</th><th class="name">sides</th><th>seed</th>
@@ -655,32 +812,62 @@ MATCH_PAGES = "matches"
 """The folder (next to the report page) that holds the viewer page of every match."""
 
 
-def write_html_report(report: ArenaReport, page: Path) -> int:
+def write_html_report(report: ArenaReport, page: Path, jobs: int | None = None) -> int:
     """Writes *page* and a viewer page per kept match record into ``matches/`` next to it.
 
-    A viewer page newer than its record is kept as it is (a rerun writes only new matches).
-    Returns how many viewer pages were written.
+    The viewer pages hold a compact view of their match and share one ``viewer.js`` and
+    ``viewer.css`` in that folder; they are built in *jobs* processes (default: one per core),
+    since replaying every record is most of the work. A viewer page newer than its record is
+    kept as it is (a rerun writes only new matches). Returns how many viewer pages were written.
 
     :raises OSError: if the page or the folder cannot be written.
     """
-    from gaigel_harness.viewer import ViewerError, write_viewer
+    from gaigel_harness.viewer import viewer_assets
 
     folder = page.parent / MATCH_PAGES
-    pages: dict[str, str] = {}
-    written = 0
+    todo: list[tuple[str, str]] = []
+    kept: set[str] = set()
     for entry in report.matches:
         if entry.record is None:
             continue
         target = folder / f"{entry.match_id}.html"
-        if not target.is_file() or target.stat().st_mtime < entry.record.stat().st_mtime:
-            folder.mkdir(parents=True, exist_ok=True)
-            try:
-                write_viewer(entry.record, target)
-            except ViewerError:
-                continue  # a record that does not replay gets no link; `gaigel replay` says why
-            written += 1
-        pages[entry.match_id] = f"{MATCH_PAGES}/{entry.match_id}.html"
-    tmp = page.with_name(page.name + ".tmp")
-    tmp.write_text(render_html(report, pages), encoding="utf-8")
-    tmp.replace(page)
-    return written
+        if target.is_file() and target.stat().st_mtime >= entry.record.stat().st_mtime:
+            kept.add(entry.match_id)
+        else:
+            todo.append((str(entry.record), str(target)))
+    written: set[str] = set()
+    if todo:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in viewer_assets().items():  # the current script, for the old pages too
+            _write_atomic(folder / name, text)
+        workers = min(jobs or os.cpu_count() or 1, max(1, len(todo) // 20))  # a process for 20 pages at least
+        if workers > 1:
+            with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+                done = list(pool.map(_write_viewer_page, todo, chunksize=max(1, len(todo) // (4 * workers))))
+        else:
+            done = [_write_viewer_page(job) for job in todo]
+        written = {Path(target).stem for (_, target), ok in zip(todo, done, strict=True) if ok}
+    pages = {m: f"{MATCH_PAGES}/{m}.html" for m in kept | written}
+    _write_atomic(page, render_html(report, pages))
+    return len(written)
+
+
+def _write_viewer_page(job: tuple[str, str]) -> bool:
+    """Writes the shared-script viewer page of one record; False for a record that does not replay
+    (it gets no link; ``gaigel replay`` says why)."""
+    from gaigel.record import RecordError, load_record
+    from gaigel_harness.viewer import ViewerError, build_view, render_viewer
+
+    record, target = job
+    try:
+        view = build_view(load_record(record), compact=True)
+    except (RecordError, ViewerError):
+        return False
+    _write_atomic(Path(target), render_viewer(view, shared=True))
+    return True
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -35,7 +35,7 @@ from gaigel_arena.executors import (
 from gaigel_arena.journal import DbTarget, Journal, redact_url, resolve_db
 from gaigel_arena.metrics import ArenaMetrics
 from gaigel_arena.ratings import GameResult, Standings, build_standings
-from gaigel_arena.results import pairwise_results
+from gaigel_arena.results import pairwise_results, unrated_bots
 from gaigel_arena.schedule import ScheduledMatch, build_schedule
 
 __all__ = [
@@ -89,11 +89,13 @@ class RunSummary:
 
 
 def journal_results(journal: Journal) -> list[GameResult]:
-    """Pairwise results of every done match, in schedule order."""
+    """Pairwise results of every done match, in schedule order, without the bots that only forfeited."""
+    rows = journal.rows("done")
+    unrated = unrated_bots((row.sides, row.result or {}) for row in rows)  # only forfeits: listed apart
     out: list[GameResult] = []
-    for row in journal.rows("done"):
+    for row in rows:
         assert row.result is not None
-        out.extend(pairwise_results(row.set_id, row.sides, row.result))
+        out.extend(r for r in pairwise_results(row.set_id, row.sides, row.result) if not {r.a, r.b} & unrated)
     return out
 
 
@@ -194,6 +196,8 @@ def run_arena(
     n_workers = workers or config.workers
     metrics = metrics or ArenaMetrics(config.bot_names)
 
+    # a changed config is refused now, not after the workers (and their bots) have started
+    Journal.check_config(db_path, config.canonical_json(), config.config_hash())
     factory = executor_factory or (lambda c, w: make_executor(c, w, executor))
     pool = factory(config, n_workers)  # fails fast (before the journal exists) for an unavailable executor
     attach = getattr(pool, "attach_presence_log", None)  # executors with remote bots count their presence

@@ -4,7 +4,8 @@ A stdlib HTTP server in a daemon thread renders every request from the journal (
 reader beside the runner: SQLite WAL and PostgreSQL both allow it), so the page always
 shows the matches finished so far and reloads itself. ``/matches/<id>.html`` is the
 viewer page of a finished match, built from its record on first request and then kept
-(a done match's record never changes).
+(a done match's record never changes); it loads the shared ``/matches/viewer.js`` and
+``viewer.css``. A match whose deal seed is still to be played elsewhere has no page yet.
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ __all__ = ["LiveReport", "serve_live_report"]
 
 REFRESH_S = 5
 """How often the live page reloads itself."""
+
+_TYPES = {".js": "text/javascript", ".css": "text/css"}
+
+
+def _assets() -> dict[str, tuple[str, str]]:
+    from gaigel_harness.viewer import viewer_assets
+
+    return {name: (text, _TYPES[Path(name).suffix]) for name, text in viewer_assets().items()}
+
+
+ASSETS = _assets()
+"""The shared files of the match pages by name: text and content type."""
 
 
 class LiveReport:
@@ -63,7 +76,7 @@ class LiveReport:
             if record is None:
                 return None
         try:
-            page = render_viewer(build_view(load_record(record)))
+            page = render_viewer(build_view(load_record(record), compact=True), shared=True)
         except (RecordError, ViewerError) as e:
             page = f"<!DOCTYPE html><title>match {html.escape(match_id)}</title><p>{html.escape(str(e))}</p>"
         with self._lock:
@@ -84,8 +97,11 @@ def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0].split("#", 1)[0]
             page: str | None
+            kind = "text/html"
             try:
-                if path in ("/", "/index.html", "/report.html"):
+                if path.startswith(f"/{MATCH_PAGES}/") and path[len(MATCH_PAGES) + 2 :] in ASSETS:
+                    page, kind = ASSETS[path[len(MATCH_PAGES) + 2 :]]  # the script and style every match page shares
+                elif path in ("/", "/index.html", "/report.html"):
                     page = live.index()
                 elif path.startswith(f"/{MATCH_PAGES}/") and path.endswith(".html"):
                     page = live.match(path[len(MATCH_PAGES) + 2 : -len(".html")])
@@ -99,7 +115,7 @@ def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
                 return
             body = page.encode("utf-8")
             self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Type", f"{kind}; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()

@@ -1,9 +1,11 @@
-"""The viewer page's stylesheet and script (inline in every page: no network, no CDN).
+"""The viewer page's stylesheet and script (inline in every page, or shared by the arena report's
+pages as ``viewer.css`` and ``viewer.js`` beside them: no network, no CDN).
 
 Kept as strings in a module so they ship with the package without package-data rules.
 The script reads the step data from ``<script id="match-data">`` and the step and seat
 from the URL fragment (``#step=N&seat=S``, ``#step=end`` for the last), so a link or a headless browser can open any
-step directly.
+step directly. A compact page (``build_view(..., compact=True)``) holds its steps packed and
+gzipped; the script unpacks them and derives every seat's view before it draws (``READY``).
 """
 
 from __future__ import annotations
@@ -73,11 +75,81 @@ code.reason { background: #d32f2f; color: #fff; padding: 0 0.3em; border-radius:
 JS = r"""
 "use strict";
 const DATA = JSON.parse(document.getElementById("match-data").textContent);
-const STEPS = DATA.steps;
+let STEPS = null;  // set by start(): a compact page's steps are gzipped (packed_gz) and unpacked first
+
+// A packed step holds what changed since the step before ("~": the keys gone); see pack_steps.
+function unpack(packed) {
+  const out = [];
+  let prev = {views: {}};
+  for (const d of packed.steps) {
+    const step = Object.assign({}, prev, d);
+    for (const k of d["~"] || []) delete step[k];
+    delete step["~"];
+    step.views = {};
+    for (const key of Object.keys(d.views)) {
+      const delta = d.views[key], before = prev.views[key] || {};
+      const view = Object.assign({}, before, delta);
+      for (const k of delta["~"] || []) delete view[k];
+      delete view["~"];
+      if (typeof delta.talon === "number") view.talon = before.talon.slice(delta.talon);
+      if (delta.hands && !Array.isArray(delta.hands)) {
+        view.hands = before.hands.map((hand, s) => delta.hands[String(s)] || hand);
+      }
+      if (delta.decision) {
+        const d = delta.decision;
+        view.decision = Object.assign({}, d, {label: packed.labels[d.label], flags: d.flags || [],
+                                              legal: d.legal === null ? null : d.legal.map(i => packed.labels[i])});
+      }
+      step.views[key] = view;
+    }
+    out.push(step);
+    prev = step;
+  }
+  return out;
+}
+
+// A compact page holds the omniscient view only: each seat's view is what the viewer's
+// _seat_view builds, from it, the publicly known cards and who missed a face-down card.
+function seatView(step, all, seat) {
+  const view = Object.assign({}, all);
+  view.hands = all.hands.map((hand, s) => s === seat ? hand
+    : step.known[s].concat(new Array(hand.length - step.known[s].length).fill(null)));
+  view.trick = all.trick.map(t => ({seat: t.seat, card: t.down && t.seat !== seat ? null : t.card, down: t.down}));
+  view.talon = null;
+  view.scores = DATA.expose_scores ? all.scores : null;
+  if (all.decision) {
+    const d = all.decision, mine = d.seat === seat;
+    const hidden = !mine && (d.hidden_from || []).includes(seat);
+    view.decision = {seat: d.seat, label: hidden ? "play (a face-down card)" : d.label, ms: d.ms, flags: d.flags,
+                     legal: mine ? d.legal : null};
+  }
+  return view;
+}
+
+function deriveViews(steps) {
+  for (const step of steps) {
+    for (let s = 0; s < DATA.players; s++) step.views[String(s)] = seatView(step, step.views.all, s);
+  }
+  return steps;
+}
 const SUITS = {E: ["\u2663", "Eichel"], B: ["\u2660", "Blatt"], H: ["\u2665", "Herz"], S: ["\u2666", "Schellen"]};
 const RANKS = {A: "A", T: "10", K: "K", O: "O", U: "U", "7": "7"};
 let cur = 0;
 let viewKey = DATA.views[0];
+
+// base64 of gzipped JSON (the arena report's pages: a tenth of the size) to the value
+async function gunzipJSON(b64) {
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+// Without packed_gz this runs at once, to setup(), before any later script of the page.
+async function start() {
+  const packed = DATA.packed_gz ? await gunzipJSON(DATA.packed_gz) : DATA.packed;
+  STEPS = packed ? deriveViews(unpack(packed)) : DATA.steps;
+  setup();
+}
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -334,5 +406,5 @@ function setup() {
   render();
 }
 
-setup();
+const READY = start();  // resolves once the page is drawn
 """

@@ -22,8 +22,9 @@ import pytest
 
 from gaigel_arena.config import ArenaConfig, parse_config
 from gaigel_arena.executors import InlineExecutor, MatchJob, MatchOutcome
-from gaigel_arena.report import load_report, render_html, write_html_report
+from gaigel_arena.report import load_report, render_html, report_dict, write_html_report
 from gaigel_arena.runner import run_arena
+from gaigel_arena.schedule import set_seed
 from gaigel_arena.web import serve_live_report
 from tests.tools.browser import Dom, dump_dom
 
@@ -262,14 +263,16 @@ class TestLiveReport:
     """The live report serves the journal while the arena runs and refreshes as matches finish."""
 
     def test_live_page_follows_the_run(self, tmp_path: Path) -> None:
-        """Before the journal: a waiting page; held after 4 matches: 4 done and linked; at the end: all 18."""
+        """Before the journal: a waiting page; held after 8 matches: 8 done, the 6 of the first deal seed
+        linked with their seed, the 2 of the next seed without seed or viewer page; at the end: all 18."""
         config: ArenaConfig = parse_config(CONFIG)
         out = tmp_path / "out"
+        first_seed, next_seed = set_seed(7, 0), set_seed(7, 1)  # 3 pairs x 2 seatings play each seed
+        gated = _GatedExecutor(hold_at=8)
         server = serve_live_report(out, "127.0.0.1", 0)
         base = f"http://127.0.0.1:{server.server_address[1]}/"
         try:
             assert "starting" in _get(base)
-            gated = _GatedExecutor(hold_at=4)
             runner = threading.Thread(
                 target=run_arena,
                 args=(config, out),
@@ -279,21 +282,41 @@ class TestLiveReport:
             assert gated.holding.wait(60)
             held_page = _get(base)
             held = Dom(held_page)
-            assert "4 of 18 matches done" in held_page
+            assert "8 of 18 matches done" in held_page
             assert any(tag == "meta" and attrs.get("http-equiv") == "refresh" for tag, attrs, _ in held.elements)
             links = [a["href"] for a in held.inside("matches", "a")]
-            assert len(links) == 4
+            assert len(links) == 6 and all(link.startswith("matches/s0000-") for link in links)
+            assert str(first_seed) in held_page and str(next_seed) not in held_page
+            rows = _rows(held, "matches")
+            assert [r["data-match"][:5] for r in rows if r["data-status"] == "done"] == ["s0000"] * 6 + ["s0001"] * 2
             viewer = _get(base + links[0])
             assert 'id="match-data"' in viewer and links[0].split("/")[-1][: -len(".html")] in viewer
+            assert '<script src="viewer.js">' in viewer and "function unpack" in _get(base + "matches/viewer.js")
+            for early in [r["data-match"] for r in rows if r["data-status"] == "done"][6:]:
+                with pytest.raises(urllib.error.HTTPError) as hidden:
+                    _get(f"{base}matches/{early}.html")  # played, but its deal is still to come at other tables
+                assert hidden.value.code == 404
+            # the published files of the same moment: no page, seed or arena seed of the deal to come
+            partial = load_report(out, samples=0, details=True)
+            assert write_html_report(partial, tmp_path / "site" / "index.html") == 6
+            published = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+            assert str(next_seed) not in published and published.count('href="matches/') == 6
+            pages = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "site" / "matches").glob("*"))
+            assert str(next_seed) not in pages
+            data = json.dumps(report_dict(partial))
+            assert report_dict(partial)["config"]["arena"]["seed"] is None and str(next_seed) not in data
             gated.release.set()
             runner.join(120)
             assert not runner.is_alive()
             final = _get(base)
             assert "18 of 18 matches done" in final and final.count('href="matches/') == 18
+            assert str(next_seed) in final and "hidden" not in final
+            assert report_dict(load_report(out, samples=0))["config"]["arena"]["seed"] == 7
             with pytest.raises(urllib.error.HTTPError) as missing:
                 _get(base + "matches/no-such-match.html")
             assert missing.value.code == 404
         finally:
+            gated.release.set()
             server.shutdown()
             server.server_close()
 

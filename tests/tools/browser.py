@@ -29,7 +29,7 @@ def chromium() -> str:
 
 
 def dump_dom(url: str) -> str:
-    """The DOM of *url* after its scripts ran (``--dump-dom``); a ``#fragment`` is kept."""
+    """The DOM of *url* after its scripts ran, also asynchronously (``--dump-dom``); a ``#fragment`` is kept."""
     browser = chromium()
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
@@ -44,6 +44,9 @@ def dump_dom(url: str) -> str:
                 "--disable-component-update",
                 "--disable-sync",
                 f"--user-data-dir={profile}",
+                # wait for the page's asynchronous work (a compact viewer page gunzips its steps
+                # first): the budget is virtual time, spent only while the page is idle
+                "--virtual-time-budget=2000",
                 "--dump-dom",
                 url,
             ],
