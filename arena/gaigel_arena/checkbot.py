@@ -74,8 +74,7 @@ def _confinement(
             return confined.argv, confined.env, confined.pass_fds
         host = bot_environment(**session)
         if kind == "process":
-            env = {n: host[n] for n in ("PATH", "HOME", "LANG", "TMPDIR") if n in host}
-            env.update(passed, **session)
+            env = sandbox.process_environment(host, passed, session)
             return sandbox.process_command(list(cmd), limits), env, ()
         return sandbox.launcher_command(list(cmd)), host, ()
 

@@ -459,8 +459,8 @@ class GrpcExecutor:
             if kind == "bwrap":
                 command, env, pass_fds, info = self._bwrap_command(bot, key, command, program, gaigel, limits)
             elif kind == "process":
-                env = {n: host_env[n] for n in ("PATH", "HOME", "LANG", "TMPDIR") if n in host_env}
-                env.update(self._passed_env(bot), **gaigel, GAIGEL_SERVER=host_env["GAIGEL_SERVER"])
+                session = {**gaigel, "GAIGEL_SERVER": host_env["GAIGEL_SERVER"]}
+                env = sandbox.process_environment(host_env, self._passed_env(bot), session)
                 command = sandbox.process_command(command, limits)
                 info.update(memory=f"RLIMIT_DATA ({limits.memory_mb} MB)", pids=f"RLIMIT_NPROC ({limits.pids})")
                 info.update(uid="the organiser's", network="the organiser's")

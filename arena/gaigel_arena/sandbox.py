@@ -50,6 +50,7 @@ __all__ = [
     "podman_available",
     "podman_command",
     "process_command",
+    "process_environment",
     "resolve_sandbox",
 ]
 
@@ -259,6 +260,17 @@ def launcher_command(
         return command
     spec = json.dumps({"rlimits": dict(rlimits or {}), "cgroups": list(cgroups)}, sort_keys=True)
     return [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), spec, *command]
+
+
+def process_environment(
+    host: Mapping[str, str], passed: Mapping[str, str], session: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment of a ``process`` bot: *host*'s PATH, HOME, LANG and TMPDIR, what the config
+    passes, and its session's ``GAIGEL_*`` variables; nothing else of the organiser's."""
+    env = {n: host[n] for n in ("PATH", "HOME", "LANG", "TMPDIR") if n in host}
+    env.update(passed)
+    env.update(session)
+    return env
 
 
 def process_command(command: list[str], limits: SandboxConfig) -> list[str]:
