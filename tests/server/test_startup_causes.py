@@ -34,11 +34,17 @@ def _timed(args: list[str]) -> tuple[int, str, str, float]:
                 cause.append(time.monotonic())
             err.append(line)
 
+    # stderr has one reader only: communicate() would read it too, racing the thread for its lines.
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    guard = threading.Timer(120, proc.kill)  # the read below has no timeout of its own
+    guard.start()
     try:
-        out, _ = proc.communicate(timeout=120)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.wait(timeout=10)
     finally:
+        guard.cancel()
         proc.kill()
     ended = time.monotonic()
     reader.join(5)
