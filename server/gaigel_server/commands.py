@@ -78,8 +78,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--join-timeout",
         type=seconds_arg,
-        default=5.0,
-        help="seconds a new stream has to send Join or Resume (default %(default)s)",
+        default=1.0,
+        help="seconds a new stream has to send Join or Resume; bots send it at once (default %(default)s)",
     )
     p.add_argument(
         "--max-message-bytes",
@@ -112,6 +112,13 @@ def register(sub: Any) -> None:
         "with SERVER_BUSY, so a Join or Resume always finds room (default %(default)s)",
     )
     p.add_argument(
+        "--max-pending-per-peer",
+        type=positive_int,
+        default=32,
+        help="streams of one address still waiting to send Join or Resume; beyond it that address's "
+        "oldest is ended with SERVER_BUSY (default %(default)s)",
+    )
+    p.add_argument(
         "--slow-reader-timeout",
         type=seconds_arg,
         default=20.0,
@@ -121,8 +128,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--idle-timeout",
         type=seconds_arg,
-        default=60.0,
-        help="seconds a connection without any call stays open (default %(default)s)",
+        default=5.0,
+        help="seconds a connection without any call stays open, then GOAWAY; clients reconnect when they "
+        "call again (default %(default)s)",
     )
     p.add_argument(
         "--max-connection-age",
@@ -134,7 +142,22 @@ def register(sub: Any) -> None:
         "--max-connections",
         type=positive_int,
         default=2048,
-        help="connections open at once; more are closed when accepted (default %(default)s)",
+        help="connections open at once; more are closed when accepted, and health says NOT_SERVING "
+        "meanwhile (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-connections-per-peer",
+        type=positive_int,
+        default=64,
+        help="connections open at once from one address (IPv6: one /64); more are closed when accepted "
+        "(default %(default)s)",
+    )
+    p.add_argument(
+        "--no-front-door",
+        dest="front_door",
+        action="store_false",
+        help="let grpc listen on --address itself: no per-address limits and no rapid-reset GOAWAY "
+        "(see docs/reliability.md)",
     )
     p.add_argument(
         "--max-streams-per-connection",
@@ -185,10 +208,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_sessions_per_bot=args.max_sessions,
         max_streams=args.max_streams,
         max_pending_streams=args.max_pending_streams,
+        max_pending_per_peer=args.max_pending_per_peer,
         slow_reader_timeout=args.slow_reader_timeout,
         idle_timeout=args.idle_timeout,
         max_connection_age=args.max_connection_age,
         max_connections=args.max_connections,
+        max_connections_per_peer=args.max_connections_per_peer,
+        front_door=args.front_door,
         max_streams_per_connection=args.max_streams_per_connection,
         keep_ended=args.keep_ended,
         clock=clock_from_args(args),

@@ -17,30 +17,53 @@ from typing import Any
 
 
 class PendingStreams:
-    """The streams that have not yet sent their first message, oldest first."""
+    """The streams that have not yet sent their first message, oldest first, also per peer.
 
-    def __init__(self, limit: int) -> None:
+    One address may hold *per_peer* of them: its next one pushes out its own oldest, so a
+    client opening streams that never Join evicts only itself, and the rest of the budget
+    stays for other addresses (a seated bot's Resume among them).
+    """
+
+    def __init__(self, limit: int, per_peer: int | None = None) -> None:
         self.limit = limit
-        self._waiting: OrderedDict[int, Callable[[], None]] = OrderedDict()
+        self.per_peer = per_peer or limit
+        self._waiting: OrderedDict[int, tuple[str, Callable[[], None]]] = OrderedDict()
+        self._by_peer: dict[str, OrderedDict[int, None]] = {}
         self._next = 0
         self.evicted = 0
 
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def admit(self, evict: Callable[[], None]) -> int:
-        """Registers a new waiting stream; *evict* ends it if it is pushed out. Returns its ticket."""
+    def admit(self, evict: Callable[[], None], peer: str = "") -> int:
+        """Registers a new waiting stream of *peer*; *evict* ends it if it is pushed out. Returns its ticket."""
+        mine = self._by_peer.setdefault(peer, OrderedDict())
+        while len(mine) >= self.per_peer:
+            self._evict(next(iter(mine)))
         while len(self._waiting) >= self.limit:
-            _, oldest = self._waiting.popitem(last=False)
-            self.evicted += 1
-            oldest()
+            self._evict(next(iter(self._waiting)))
         self._next += 1
-        self._waiting[self._next] = evict
+        self._waiting[self._next] = (peer, evict)
+        mine = self._by_peer.setdefault(peer, mine)
+        mine[self._next] = None
         return self._next
+
+    def _evict(self, ticket: int) -> None:
+        _, evict = self._waiting[ticket]
+        self.done(ticket)
+        self.evicted += 1
+        evict()
 
     def done(self, ticket: int) -> None:
         """The stream sent its first message or ended (unknown tickets are ignored)."""
-        self._waiting.pop(ticket, None)
+        entry = self._waiting.pop(ticket, None)
+        if entry is None:
+            return
+        mine = self._by_peer.get(entry[0])
+        if mine is not None:
+            mine.pop(ticket, None)
+            if not mine:
+                del self._by_peer[entry[0]]
 
 
 class ByteBudget:
@@ -68,28 +91,105 @@ class ByteBudget:
 
 
 class RateLimitedLog:
-    """Logs an event at most once per *interval* seconds; the line carries how many were not logged.
+    """Logs an event at most *burst* times per *interval* seconds; the next line carries how
+    many were not logged (``suppressed_since_last``).
 
-    A client guessing the admin token makes thousands of refused calls: one line per call
-    would fill the operator's disk and hide everything else. The metric counts every one.
+    A client guessing the admin token, or opening streams that never Join, causes thousands of
+    refusals a second: one line each would fill the operator's disk and hide everything else.
+    The metrics count every one.
     """
 
-    def __init__(self, interval: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, interval: float = 10.0, clock: Callable[[], float] = time.monotonic, burst: int = 1) -> None:
         self.interval = interval
+        self.burst = burst
         self._clock = clock
-        self._last: dict[str, float] = {}
+        self._window: dict[str, tuple[float, int]] = {}
         self._suppressed: dict[str, int] = {}
 
-    def warning(self, log: Any, event: str, **fields: object) -> bool:
-        """Logs *event* unless it was logged less than *interval* ago; True when a line was written."""
+    def allow(self, key: str) -> bool:
+        """True when a line for *key* may be written now (counted), False when it is suppressed."""
         now = self._clock()
-        last = self._last.get(event)
-        if last is not None and now - last < self.interval:
-            self._suppressed[event] = self._suppressed.get(event, 0) + 1
+        start, used = self._window.get(key, (-1e18, 0))
+        if now - start >= self.interval:
+            start, used = now, 0
+        if used >= self.burst:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return False
-        self._last[event] = now
-        log.warning(event, suppressed_since_last=self._suppressed.pop(event, 0), **fields)
+        self._window[key] = (start, used + 1)
         return True
 
+    def _emit(self, level: str, log: Any, event: str, key: str | None, fields: dict[str, object]) -> bool:
+        k = key or event
+        if not self.allow(k):
+            return False
+        getattr(log, level)(event, suppressed_since_last=self._suppressed.pop(k, 0), **fields)
+        return True
 
-__all__ = ["ByteBudget", "PendingStreams", "RateLimitedLog"]
+    def warning(self, log: Any, event: str, key: str | None = None, **fields: object) -> bool:
+        """Logs *event* at WARNING unless its budget is spent; True when a line was written."""
+        return self._emit("warning", log, event, key, fields)
+
+    def info(self, log: Any, event: str, key: str | None = None, **fields: object) -> bool:
+        """Logs *event* at INFO unless its budget is spent; True when a line was written."""
+        return self._emit("info", log, event, key, fields)
+
+
+MAX_ECHO = 80
+"""Characters of a client-supplied string that are ever logged, echoed or stored."""
+
+
+def clip(text: str, limit: int = MAX_ECHO) -> str:
+    """*text*, or its first *limit* characters and how long it was: a client's 60 KB name
+    must not become 60 KB of log line or a status message grpc cannot send."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+class Backoff:
+    """Refusals of one key (a bot name whose token was valid) that keep coming: after each, new
+    attempts are refused at once for a doubling interval, and :meth:`strikes` counts them so the
+    caller can end the connection. A success, or *quiet* seconds without a refusal, forgives."""
+
+    def __init__(
+        self,
+        first: float = 0.25,
+        longest: float = 30.0,
+        quiet: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        limit: int = 4096,
+    ) -> None:
+        self.first = first
+        self.longest = longest
+        self.quiet = quiet
+        self.limit = limit
+        self._clock = clock
+        self._state: OrderedDict[str, tuple[float, float, int]] = OrderedDict()  # until, interval, strikes
+
+    def waiting(self, key: str) -> float:
+        """Seconds *key* must still wait (0: it may try)."""
+        state = self._state.get(key)
+        if state is None:
+            return 0.0
+        now = self._clock()
+        until, _, _ = state
+        if now - until > self.quiet:
+            del self._state[key]
+            return 0.0
+        return max(0.0, until - now)
+
+    def refused(self, key: str) -> tuple[float, int]:
+        """Records a refusal of *key*: the seconds it now waits and its strikes so far."""
+        now = self._clock()
+        _, interval, strikes = self._state.pop(key, (now, self.first / 2, 0))
+        interval = min(self.longest, interval * 2)
+        self._state[key] = (now + interval, interval, strikes + 1)
+        while len(self._state) > self.limit:
+            self._state.popitem(last=False)
+        return interval, strikes + 1
+
+    def forgive(self, key: str) -> None:
+        self._state.pop(key, None)
+
+
+__all__ = ["MAX_ECHO", "Backoff", "ByteBudget", "PendingStreams", "RateLimitedLog", "clip"]

@@ -75,6 +75,22 @@ class ServerMetrics:
             "Streams ended with SERVER_BUSY before their first message to make room for new ones.",
             registry=registry,
         )
+        self.play_refused = Counter(
+            "gaigel_play_refused_total",
+            "Play streams ended before their session began, by gRPC status code (logged rate-limited).",
+            ["code"],
+            registry=registry,
+        )
+        self.connections_refused = Counter(
+            "gaigel_connections_refused_total",
+            "TCP connections the front door refused or ended: global_cap, peer_cap, preface_timeout, "
+            "rapid_reset (GOAWAY) or ended (a token past its session limit, GOAWAY).",
+            ["reason"],
+            registry=registry,
+        )
+        self.connections_open = Gauge(
+            "gaigel_connections_open", "TCP connections open at the front door.", registry=registry
+        )
         self.event_loop_tasks = Gauge(
             "gaigel_event_loop_tasks",
             "asyncio tasks alive on the server's event loop (steady under load; growth is a leak).",
@@ -92,6 +108,8 @@ class ServerMetrics:
             self.matches.labels(t)
         for r in ("accepted", "rejected"):
             self.sessions.labels(r)
+        for r in ("global_cap", "peer_cap", "preface_timeout", "rapid_reset", "ended"):
+            self.connections_refused.labels(r)
 
     def bot(self, name: str) -> None:
         """Pre-initialises the per-bot series of *name* (a registered bot)."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import resource
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +24,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from gaigel_api.v1 import bot_service_pb2, match_service_pb2
 from gaigel_server.auth import BotRegistry, new_token
 from gaigel_server.clock import Clock
+from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
 from gaigel_server.lobby import Lobby
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
@@ -49,23 +52,30 @@ class ServerConfig:
     metrics_address: str = "127.0.0.1"
     records_dir: str | None = None
     max_message_bytes: int = 64 * 1024
-    join_timeout: float = 5.0
-    """Seconds a new stream has to send Join or Resume."""
+    join_timeout: float = 1.0
+    """Seconds a new stream has to send Join or Resume (a bot sends it at once)."""
     max_sessions_per_bot: int = 64
     max_streams: int = 1024
     """Bot streams past Join or Resume open at once (all bots); more Joins get RESOURCE_EXHAUSTED."""
     max_pending_streams: int = 256
     """Streams still waiting to send Join or Resume; beyond it the one waiting longest is ended."""
+    max_pending_per_peer: int = 32
+    """Streams of one address still waiting to send Join or Resume; beyond it that address's oldest is ended."""
     slow_reader_timeout: float = 20.0
     """Seconds a write may wait for a bot that does not read before its stream is ended (SLOW_READER)."""
     max_queued_bytes: int = 4 * 1024 * 1024
     """Bytes queued for one stream before it is ended (SLOW_READER)."""
-    idle_timeout: float = 60.0
-    """Seconds a connection without any call is kept open."""
+    idle_timeout: float = 5.0
+    """Seconds a connection without any call is kept open (then GOAWAY: a client reconnects when it calls again)."""
     max_connection_age: float = 3600.0
     """Seconds after which a connection takes no new calls (its open streams go on)."""
     max_connections: int = 2048
     """Connections open at once; more are closed at accept."""
+    max_connections_per_peer: int = 64
+    """Connections open at once from one address (IPv6: one /64); more are closed at accept."""
+    front_door: bool = True
+    """TCP connections come through :mod:`gaigel_server.frontdoor` (per-peer limits, rapid-reset GOAWAY);
+    False: grpc listens on the address itself (only its global limits apply)."""
     max_streams_per_connection: int = 256
     """Streams open at once on one HTTP/2 connection (a client queues the rest)."""
     keep_ended: int = 5000
@@ -98,6 +108,8 @@ class GaigelServer:
         self.health = HealthServicer()
         self.play: BotServicer | None = None
         self.admin: MatchServicer | None = None
+        self.door: FrontDoor | None = None
+        self._health_watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Starts serving (and the metrics endpoint, if configured, first: a taken port fails
@@ -118,19 +130,49 @@ class GaigelServer:
                 ) from None
             self.metrics_port = int(self._httpd.server_port)
         await self.grpc.start()
+        if self.door is not None:
+            await self.door.start()
         loop = asyncio.get_running_loop()
         self.metrics.event_loop_tasks.set_function(lambda: len(asyncio.all_tasks(loop)))
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        if self.door is not None:
+            self._health_watch = loop.create_task(self._watch_door(self.door))
+
+    async def _set_health(self, status: Any) -> None:
         for name in (*SERVICE_NAMES, ""):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            await self.health.set(name, status)
+
+    async def _watch_door(self, door: FrontDoor) -> None:
+        """NOT_SERVING while the front door refuses new connections at its global cap: a
+        balancer or an organiser's probe then knows that new bots cannot get in."""
+        serving = True
+        while True:
+            await asyncio.sleep(0.5)
+            refusing = door.refusing()
+            if refusing == serving:
+                serving = not refusing
+                await self._set_health(
+                    health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+                )
+                get_logger().warning(
+                    "connections_refused" if refusing else "connections_admitted_again",
+                    refused_at_cap=door.refused_global,
+                )
 
     async def stop(self, grace: float | None = 5.0) -> None:
         """Aborts running matches (their records are written), then stops within *grace* seconds."""
+        if self._health_watch is not None:
+            self._health_watch.cancel()
         await self.health.enter_graceful_shutdown()
         try:
             await asyncio.wait_for(self.lobby.shutdown(), timeout=(grace or 1.0) * 0.8)
         except TimeoutError:
             get_logger().error("shutdown_timeout")
+        if self.door is not None:
+            self.door.stop_accepting()
         await self.grpc.stop(grace)
+        if self.door is not None:
+            self.door.close()
         if self.play is not None:
             self.play.close()
         if self._httpd is not None:
@@ -181,6 +223,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         config.max_message_bytes,
         config.max_streams,
         max_pending_streams=config.max_pending_streams,
+        max_pending_per_peer=config.max_pending_per_peer,
         slow_reader_timeout=config.slow_reader_timeout,
         max_queued_bytes=config.max_queued_bytes,
     )
@@ -193,6 +236,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
     )
+    tls = None
     if config.tls_cert or config.tls_key:
         if not (config.tls_cert and config.tls_key):
             raise ValueError("TLS needs both --tls-cert and --tls-key")
@@ -201,7 +245,36 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
             key = Path(config.tls_key).read_bytes()
         except OSError as e:
             raise ValueError(f"cannot read TLS file: {e}") from None
-        port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+        tls = (cert, key)
+    if config.front_door and not address.startswith("unix"):
+        sock = listen_socket(address)
+        # grpc listens on a private loopback port; the door refuses calls that bypass it.
+        backend = server.add_insecure_port("127.0.0.1:0")
+        if backend == 0:
+            sock.close()
+            raise ValueError("cannot bind a loopback port for grpc behind the front door")
+        try:
+            context = tls_context(*tls) if tls else None
+        except ssl.SSLError as e:
+            sock.close()
+            raise ValueError(f"cannot use the TLS certificate and key: {e}") from None
+        limits = DoorLimits(
+            max_connections=connection_limit(config.max_connections, per_connection=3),
+            per_peer=config.max_connections_per_peer,
+        )
+        out.door = FrontDoor(
+            sock,
+            ("127.0.0.1", backend),
+            limits,
+            context,
+            lambda reason: metrics.connections_refused.labels(reason).inc(),
+        )
+        door = out.door
+        metrics.connections_open.set_function(lambda: len(door.links))
+        bots.door = matches.door = out.door
+        return out, out.door.port
+    if tls:
+        port = server.add_secure_port(address, grpc.ssl_server_credentials([(tls[1], tls[0])]))
     else:
         port = server.add_insecure_port(address)
     if port == 0:
@@ -209,13 +282,52 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
     return out, port
 
 
-def connection_limit(wanted: int) -> int:
+def connection_limit(wanted: int, per_connection: int = 1) -> int:
     """*wanted* connections, or fewer when the descriptor limit leaves no room for them: a
-    server out of descriptors can neither accept a health check nor write a record."""
+    server out of descriptors can neither accept a health check nor write a record.
+    (A connection through the front door holds *per_connection* = 3 descriptors: the client's,
+    the door's to grpc and grpc's own.)"""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return wanted
-    return max(16, min(wanted, soft - 64))
+    return max(16, min(wanted, (soft - 64) // per_connection))
+
+
+def raise_descriptor_limit() -> None:
+    """Soft descriptor limit up to the hard one (as Go programs do): a connection through the front
+    door holds three, and the default soft limit of 1,024 would cap the server at about 320."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+
+
+def listen_socket(address: str) -> socket.socket:
+    """A listening TCP socket on *address* ("host:port", IPv6 hosts in brackets, port 0: any).
+
+    :raises ValueError: one line naming the address that cannot be bound.
+    """
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"cannot bind {address}: expected host:port")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host or None, int(port_text), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise ValueError(f"cannot bind {address}: cannot resolve {host!r}: {e}") from None
+    family, kind, proto, _, where = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and not host:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(where)
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError as e:
+        sock.close()
+        raise ValueError(f"cannot bind {address}: {e.strerror or e}") from None
+    return sock
 
 
 def connection_options(config: ServerConfig) -> list[tuple[str, int]]:
@@ -278,6 +390,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
 async def serve(address: str, config: ServerConfig, grace: float = 5.0, announce: bool = True) -> int:
     """Runs a server until SIGTERM or SIGINT, then shuts down within *grace* seconds."""
     generated = not config.admin_token
+    raise_descriptor_limit()
     server, port = create_server(address, config)
     try:
         await server.start()

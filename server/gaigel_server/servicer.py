@@ -31,7 +31,8 @@ from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_server import SERVER_VERSION, codec
 from gaigel_server.auth import HOUSE_PREFIX, AuthError, BotRegistry, bearer_token, tokens_equal
 from gaigel_server.clock import Clock
-from gaigel_server.guard import ByteBudget, PendingStreams, RateLimitedLog
+from gaigel_server.frontdoor import FrontDoor
+from gaigel_server.guard import Backoff, ByteBudget, PendingStreams, RateLimitedLog, clip
 from gaigel_server.lobby import Lobby, ServiceError
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
@@ -53,6 +54,12 @@ INBOUND_BYTES_PER_S = 64 * 1024
 INBOUND_BURST_BYTES = 256 * 1024
 """What one session may send: 64 KiB/s after a burst of 256 KiB, a thousand times what a bot
 answering every decision at once sends (see :class:`gaigel_server.guard.ByteBudget`)."""
+MAX_VERSION = 64
+"""Characters of a bot_version kept (in the session, its logs and records); longer ones are clipped."""
+MAX_REQUEST_ID = 128
+"""Longest CreateMatch request_id: it is a key the server keeps."""
+SESSION_STRIKES = 8
+"""Session-limit refusals of one token in a row after which the connection they came on is ended."""
 MAX_DECISION_ID = 64
 """Longest decision id accepted in an Action; the server issues 22 characters. Longer ones are
 rejected without being echoed back (an echo doubled what a flood cost the server)."""
@@ -66,6 +73,8 @@ class Refusal:
     code: grpc.StatusCode
     message: str
 
+
+BYPASS = "this server takes calls through its front door only (connect to its public address)"
 
 RECENT_REFUSALS = 16
 """Refusals kept by :class:`BotServicer` (``gaigel try`` and ``check-bot`` name the last one as the cause
@@ -86,11 +95,15 @@ class BotServicer:
         max_pending_streams: int = 256,
         slow_reader_timeout: float = 30.0,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
+        max_pending_per_peer: int | None = None,
     ) -> None:
         self.lobby = lobby
         self.max_streams = max_streams
         self.open_streams = 0  # streams past Join or Resume
-        self.pending = PendingStreams(max_pending_streams)
+        self.pending = PendingStreams(max_pending_streams, max_pending_per_peer)
+        self.door: FrontDoor | None = None
+        self.refusal_log = RateLimitedLog(burst=20)
+        self.backoff = Backoff()
         self.slow_reader_timeout = slow_reader_timeout
         self.max_queued_bytes = max_queued_bytes
         self.streams: set[Stream] = set()  # attached streams, for the watchdog
@@ -111,16 +124,29 @@ class BotServicer:
         )
         return grpc.method_handlers_generic_handler("gaigel.v1.BotService", {"Play": play})
 
+    def peer(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        """The client's address (behind the front door, the address it connected from)."""
+        peer = context.peer() or ""
+        return self.door.peer(peer) if self.door is not None else peer
+
     async def _reject(self, context: grpc.aio.ServicerContext[Any, Any], code: grpc.StatusCode, message: str) -> None:
+        """Ends a stream before its session began. *message* holds only clipped client text.
+        Logged at most 20 times per 10 s and status code (gaigel_play_refused_total counts all)."""
         self.metrics.sessions.labels("rejected").inc()
+        self.metrics.play_refused.labels(code.name).inc()
         self.refusals.append(Refusal(time.monotonic(), code, message))
-        self.log.info("session_rejected", code=code.name, detail=message, peer=context.peer())
+        self.refusal_log.info(
+            self.log, "session_rejected", key=code.name, code=code.name, detail=message, peer=self.peer(context)
+        )
         await context.abort(code, message)
 
     async def Play(self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
         """One session stream: its first message within the Join timeout (in the budget of
         waiting streams), then counted against the server-wide stream limit."""
         it = request_iterator.__aiter__()
+        if self.door is not None and not self.door.admits(context.peer() or ""):
+            await self._reject(context, grpc.StatusCode.PERMISSION_DENIED, BYPASS)
+            return
         raw = await self._first_message(it, context)
         if raw is None:
             return
@@ -136,7 +162,7 @@ class BotServicer:
         """The first message, or None once the stream has been ended (timeout, pushed out, closed)."""
         loop = asyncio.get_running_loop()
         evicted: asyncio.Future[None] = loop.create_future()
-        ticket = self.pending.admit(lambda: _settle(evicted))
+        ticket = self.pending.admit(lambda: _settle(evicted), self._peer_key(context))
         first: asyncio.Task[bytes] = loop.create_task(_next(it))
         waiters: set[asyncio.Future[Any]] = {first, evicted}
         try:
@@ -145,19 +171,24 @@ class BotServicer:
             self.pending.done(ticket)
             if not first.done():
                 first.cancel()
-                first.add_done_callback(_consume)  # a read that still ends is nobody's error
+            # Retrieved in every case: a read that failed as this call was cancelled (a reset
+            # stream) is the client's doing, not a "Task exception was never retrieved" traceback.
+            first.add_done_callback(_consume)
         if first in done:
             try:
                 return first.result()
-            except (StopAsyncIteration, grpc.RpcError, asyncio.CancelledError):
-                return None  # the client half-closed or cancelled before its first message
+            except Exception:  # whatever a reset read raises is the client's doing, not ours
+                return None  # the client half-closed, reset or cancelled before its first message
+            except asyncio.CancelledError:
+                return None
         if evicted in done:
             self.metrics.pending_evicted.inc()
             await self._reject(
                 context,
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"SERVER_BUSY: {self.pending.limit} streams were waiting to send Join or Resume and this one "
-                "had waited longest; send Join or Resume as the first message at once",
+                f"SERVER_BUSY: {self.pending.limit} streams in all (or {self.pending.per_peer} of one address) were "
+                "waiting to send Join or Resume and this one had waited longest; send Join or Resume as the first "
+                "message at once",
             )
         else:
             await self._reject(
@@ -187,7 +218,7 @@ class BotServicer:
                         f"SERVER_FULL: {self.max_streams} bot streams are open, the limit of this server "
                         f"(gaigel serve --max-streams {self.max_streams}); retry later",
                     )
-                session = self._join(first.join)
+                session = await self._join(first.join, context)
                 session.attach(stream)
                 resumed = False
             elif kind == "resume":
@@ -198,7 +229,7 @@ class BotServicer:
                     )
                 table, session = self.lobby.resume(r.match_id, r.seat, r.resume_token)
                 if r.bot_version:
-                    session.bot_version = r.bot_version
+                    session.bot_version = clip(r.bot_version, MAX_VERSION)
                 resumed = True
             elif kind is None:
                 raise ServiceError(
@@ -306,7 +337,7 @@ class BotServicer:
             "messages for it; the stream is closed (Resume is possible during a match)"
         )
 
-    def _join(self, join: bs.Join) -> BotSession:
+    async def _join(self, join: bs.Join, context: grpc.aio.ServicerContext[Any, Any]) -> BotSession:
         if not join.bot_name or not join.bot_token:
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE: Join needs bot_name and bot_token")
         if join.protocol_version != PROTOCOL_VERSION:
@@ -318,9 +349,34 @@ class BotServicer:
             self.registry.verify(join.bot_name, join.bot_token)
         except AuthError as e:
             raise ServiceError(grpc.StatusCode.UNAUTHENTICATED, str(e)) from None
-        session = BotSession(join.bot_name, join.bot_version, compact=join.compact)
-        self.lobby.add_session(session)
+        # A valid token that keeps hitting its session limit waits a doubling interval, refused at
+        # once; past SESSION_STRIKES its connection is ended. Keyed by the verified name only, so
+        # nobody without the token can back a bot off.
+        name = join.bot_name
+        wait = self.backoff.waiting(name)
+        if wait > 0:
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"SESSION_LIMIT: bot {name!r} keeps opening sessions past its limit of "
+                f"{self.lobby.max_sessions_per_bot}; new ones are refused for {wait:.1f} s more",
+            )
+        session = BotSession(name, clip(join.bot_version, MAX_VERSION), compact=join.compact)
+        try:
+            self.lobby.add_session(session)
+        except ServiceError:
+            _, strikes = self.backoff.refused(name)
+            if strikes >= SESSION_STRIKES and self.door is not None:
+                self.door.end(context.peer() or "")
+            raise
+        self.backoff.forgive(name)
         return session
+
+    def _peer_key(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        peer = context.peer() or ""
+        if self.door is not None:
+            return self.door.peer_key(peer)
+        host, _, _ = peer.rpartition(":")
+        return host
 
     async def _read(self, it: AsyncIterator[bytes], session: BotSession, stream: Stream) -> None:
         def fail(code: grpc.StatusCode, reason: str, message: str) -> None:
@@ -471,6 +527,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self.watch_without_token = watch_without_token
         self.log = get_logger()
         self.refusal_log = RateLimitedLog()
+        self.door: FrontDoor | None = None
 
     def handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         """The handler of gaigel.v1.MatchService, decoding requests itself (raw bytes in).
@@ -494,11 +551,15 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
     async def _auth(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        if self.door is not None and not self.door.admits(context.peer() or ""):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, BYPASS)
         token = bearer_token(context.invocation_metadata())
         if not token or not tokens_equal(token, self.admin_token):
             self.metrics.admin_refused.inc()
             # One line per 10 s at most (with the number left out); gaigel_admin_refused_total counts all.
-            self.refusal_log.warning(self.log, "admin_call_refused", peer=context.peer(), token_given=bool(token))
+            peer = context.peer() or ""
+            peer = self.door.peer(peer) if self.door is not None else peer
+            self.refusal_log.warning(self.log, "admin_call_refused", peer=peer, token_given=bool(token))
             await context.abort(
                 grpc.StatusCode.UNAUTHENTICATED,
                 "MatchService needs the admin token as metadata 'authorization: Bearer <admin token>'"
@@ -510,7 +571,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         if table is None:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"no match {match_id!r} on this server (it keeps the last {self.lobby.keep_ended} ended matches; "
+                f"no match {clip(match_id)!r} on this server (it keeps the last {self.lobby.keep_ended} ended matches; "
                 "records of older ones are in its --records directory)",
             )
         assert table is not None
@@ -522,6 +583,11 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         await self._auth(context)
         if self.lobby.closing:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        if len(request.request_id) > MAX_REQUEST_ID:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"request_id has {len(request.request_id)} characters; at most {MAX_REQUEST_ID}",
+            )
         if request.request_id and request.request_id in self.lobby.by_request:
             return ms.CreateMatchResponse(
                 match=self.lobby.tables[self.lobby.by_request[request.request_id]].to_proto(admin=True)
@@ -577,12 +643,12 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
                 kind = bot[len(HOUSE_PREFIX) :]
                 if kind not in HOUSE_BOTS:
                     raise ValueError(
-                        f"unknown house bot {bot!r} (house bots: {', '.join(HOUSE_PREFIX + b for b in sorted(HOUSE_BOTS))})"
+                        f"unknown house bot {clip(bot)!r} (house bots: {', '.join(HOUSE_PREFIX + b for b in sorted(HOUSE_BOTS))})"
                     )
                 house[seat] = make_bot(kind)
             elif bot not in self.registry:
                 raise ValueError(
-                    f"bot {bot!r} is not registered (RegisterBot first, or use a house bot such as 'house:random')"
+                    f"bot {clip(bot)!r} is not registered (RegisterBot first, or use a house bot such as 'house:random')"
                 )
             else:
                 self.metrics.bot(bot)
@@ -637,7 +703,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, f"match {table.match_id} has already ended ({table.termination})"
             )
-        self.lobby.cancel(table, "cancelled", request.reason or "cancelled by an administrator")
+        self.lobby.cancel(table, "cancelled", clip(request.reason, 200) or "cancelled by an administrator")
         if table.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(table.task)
@@ -667,7 +733,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         except KeyError:
             await context.abort(
                 grpc.StatusCode.ALREADY_EXISTS,
-                f"bot {request.bot_name!r} is already registered (set rotate_token to issue a new token)",
+                f"bot {clip(request.bot_name)!r} is already registered (set rotate_token to issue a new token)",
             )
             raise
         self.metrics.bot(request.bot_name)
@@ -680,7 +746,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         await self._auth(context)
         name = request.bot_name
         if name not in self.registry:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"bot {name!r} is not registered")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"bot {clip(name)!r} is not registered")
         seated = [t.match_id for t in self.lobby.tables.values() if t.state != ENDED and name in t.spec.bots]
         if seated:
             await context.abort(

@@ -1,0 +1,484 @@
+"""The front door: every TCP connection of ``gaigel serve`` comes through here before grpc sees it.
+
+grpc core knows connections only as a global count (``grpc.max_allowed_incoming_connections``),
+so one client holding preface-only connections filled that count and locked every seated bot
+out of Resume. The front door accepts each connection itself, in the server's event loop, and
+then relays its bytes unchanged to grpc listening on a private loopback port. That gives it
+what grpc does not offer:
+
+* **Per-peer limits**: at most ``per_peer`` connections from one address (IPv6: one /64),
+  refused at accept, so one client cannot take the capacity that others need.
+* **A preface deadline**: a connection that has not sent the HTTP/2 preface within
+  ``preface_timeout`` seconds is closed (slowloris before HTTP/2).
+* **Rapid reset**: the client's RST_STREAM frames are counted per connection in a token
+  bucket; past it the client gets GOAWAY (ENHANCE_YOUR_CALM) and the connection is closed.
+* **Ending one connection**: the servicer can end the connection a call came on
+  (:meth:`FrontDoor.end`), with GOAWAY, e.g. for a token that keeps hitting its session limit.
+* **The caller's address**: grpc sees the door's loopback socket; :meth:`FrontDoor.peer`
+  maps it back to the client's address for limits and logs.
+
+Only frame headers (9 bytes) are read, in both directions, so the relay knows frame boundaries
+(GOAWAY may only go between frames); payloads are never parsed or copied apart. With TLS the
+door terminates it (ALPN ``h2``) and relays plaintext to grpc. ``unix:`` listeners bypass the
+door: only processes that can open the socket file reach them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ipaddress
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+RST_STREAM = 0x3
+GOAWAY = 0x7
+HEADERS = 0x1
+ENHANCE_YOUR_CALM = 0xB
+NO_ERROR = 0x0
+HIGH_WATER = 256 * 1024
+"""Bytes buffered towards one side before the other side's reading pauses (flow control)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DoorLimits:
+    """What one client may hold at the front door; every field has a working default."""
+
+    max_connections: int = 2048
+    """Connections open at once, all peers; beyond it new ones are closed at accept."""
+    per_peer: int = 64
+    """Connections open at once from one address (IPv6: one /64)."""
+    preface_timeout: float = 2.0
+    """Seconds a new connection has to send the HTTP/2 preface (grpc clients send it at once)."""
+    resets_per_s: float = 100.0
+    reset_burst: float = 500.0
+    """Client RST_STREAM frames one connection may send: a burst, then this rate; beyond: GOAWAY."""
+    refusing_for: float = 5.0
+    """Seconds :meth:`FrontDoor.refusing` stays true after the last connection refused at the global cap."""
+
+
+def peer_key(host: str) -> str:
+    """The address a per-peer limit counts: the IP itself, or its /64 for IPv6 (one host's share)."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
+    return str(ip)
+
+
+def _grpc_peer(address: Any) -> str:
+    """grpc's spelling of a socket address ("ipv4:1.2.3.4:5" or "ipv6:[::1]:5")."""
+    host, port = address[0], address[1]
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
+
+
+class _Scanner:
+    """Walks the frame headers of one direction of an HTTP/2 connection, payloads skipped."""
+
+    __slots__ = ("_head", "_on_frame", "_skip")
+
+    def __init__(self, on_frame: Callable[[int, int, int], None] | None) -> None:
+        self._head = b""
+        self._skip = 0
+        self._on_frame = on_frame
+
+    @property
+    def at_boundary(self) -> bool:
+        return self._skip == 0 and not self._head
+
+    def to_boundary(self, data: bytes) -> int:
+        """How many bytes of *data* complete the frame the scanner is inside (0 at a boundary)."""
+        if self._skip:
+            return min(self._skip, len(data))
+        if not self._head:
+            return 0
+        need = 9 - len(self._head)
+        if len(data) < need:
+            return len(data)
+        return min(len(data), need + int.from_bytes((self._head + data[:need])[0:3], "big"))
+
+    def feed(self, data: bytes) -> None:
+        i, n = 0, len(data)
+        while i < n:
+            if self._skip:
+                step = min(self._skip, n - i)
+                self._skip -= step
+                i += step
+                continue
+            need = 9 - len(self._head)
+            if n - i < need:
+                self._head += data[i:]
+                return
+            head = self._head + data[i : i + need] if self._head else data[i : i + 9]
+            self._head = b""
+            i += need
+            size = int.from_bytes(head[0:3], "big")
+            kind = head[3]
+            stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+            self._skip = size
+            if self._on_frame is not None:
+                self._on_frame(kind, head[4], stream)
+
+
+def goaway(last_stream: int, code: int) -> bytes:
+    """A GOAWAY frame on stream 0."""
+    payload = struct.pack(">II", last_stream & 0x7FFFFFFF, code)
+    return len(payload).to_bytes(3, "big") + bytes((GOAWAY, 0)) + (0).to_bytes(4, "big") + payload
+
+
+class _Backend(asyncio.Protocol):
+    """The door's connection to grpc: bytes from grpc go to the client."""
+
+    def __init__(self, link: _Link) -> None:
+        self.link = link
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.link.attached(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.link.from_backend(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.link.close()
+
+    def pause_writing(self) -> None:
+        self.link.pause_client()
+
+    def resume_writing(self) -> None:
+        self.link.resume_client()
+
+
+class _Link(asyncio.Protocol):
+    """One client connection and its relay to grpc."""
+
+    def __init__(self, door: FrontDoor) -> None:
+        self.door = door
+        self.transport: asyncio.Transport | None = None
+        self.backend: _Backend | None = None
+        self.key = ""
+        self.peer = ""
+        self.backend_port = 0
+        self.early: list[bytes] = []  # client bytes before grpc's side is connected
+        self.preface = b""
+        self.preface_done = False
+        self.opened = time.monotonic()
+        self.last_stream = 0
+        self.tokens = door.limits.reset_burst
+        self.tokens_at = self.opened
+        self.ending = False
+        self.code = NO_ERROR
+        self.closed = False
+        self.counted = False
+        self.up = _Scanner(self._client_frame)
+        self.down = _Scanner(None)
+
+    # --- client side ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        address = transport.get_extra_info("peername")
+        host = address[0] if isinstance(address, tuple) else str(address)
+        self.key = peer_key(host)
+        self.peer = _grpc_peer(address) if isinstance(address, tuple) else str(address)
+        if not self.door.admit(self):
+            transport.abort()
+            return
+        self.counted = True
+        transport.set_write_buffer_limits(HIGH_WATER)
+        self.door.connect(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.preface_done:
+            self.preface += data
+            if len(self.preface) < len(PREFACE):
+                if not PREFACE.startswith(self.preface):
+                    self.close()
+                return
+            if not self.preface.startswith(PREFACE):
+                self.close()
+                return
+            self.preface_done = True
+            data, rest = self.preface, self.preface[len(PREFACE) :]
+            self.preface = b""
+            self.up.feed(rest)
+        else:
+            self.up.feed(data)
+        if self.ending:
+            return
+        backend = self.backend
+        if backend is None or backend.transport is None:
+            self.early.append(data)
+        else:
+            backend.transport.write(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close()
+
+    def pause_writing(self) -> None:
+        if self.backend is not None and self.backend.transport is not None:
+            self.backend.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.backend is not None and self.backend.transport is not None:
+            self.backend.transport.resume_reading()
+
+    def pause_client(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_client(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    def _client_frame(self, kind: int, flags: int, stream: int) -> None:
+        if kind == HEADERS and stream > self.last_stream:
+            self.last_stream = stream
+        elif kind == RST_STREAM:
+            limits = self.door.limits
+            now = time.monotonic()
+            self.tokens = min(limits.reset_burst, self.tokens + (now - self.tokens_at) * limits.resets_per_s) - 1
+            self.tokens_at = now
+            if self.tokens < 0 and not self.ending:
+                self.door.resets_refused += 1
+                self.door.count("rapid_reset")
+                self.end(ENHANCE_YOUR_CALM)
+
+    # --- grpc side -----------------------------------------------------------------------
+
+    def attached(self, backend: _Backend) -> None:
+        """grpc's side is connected: flush what the client sent meanwhile."""
+        self.backend = backend
+        assert backend.transport is not None
+        backend.transport.set_write_buffer_limits(HIGH_WATER)
+        if self.closed:
+            backend.transport.abort()
+            return
+        sock = backend.transport.get_extra_info("socket")
+        self.backend_port = sock.getsockname()[1] if sock is not None else 0
+        self.door.by_port[self.backend_port] = self
+        for chunk in self.early:
+            backend.transport.write(chunk)
+        self.early.clear()
+
+    def from_backend(self, data: bytes) -> None:
+        if self.closed or self.transport is None:
+            return
+        if self.ending:
+            # GOAWAY is pending: let the frame in flight finish, then send it and close.
+            cut = self.down.to_boundary(data)
+            self.transport.write(data[:cut])
+            self.down.feed(data[:cut])
+            if self.down.at_boundary:
+                self._finish()
+            return
+        self.down.feed(data)
+        self.transport.write(data)
+
+    # --- ending --------------------------------------------------------------------------
+
+    def end(self, code: int = NO_ERROR) -> None:
+        """GOAWAY to the client (at the next frame boundary), then the connection is closed."""
+        if self.ending or self.closed:
+            return
+        self.ending = True
+        self.code = code
+        if self.backend is not None and self.backend.transport is not None:
+            self.backend.transport.pause_reading()
+        if self.down.at_boundary:
+            self._finish()
+        else:
+            asyncio.get_running_loop().call_later(0.5, self._finish)  # the frame never finished
+
+    def _finish(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        if self.preface_done:
+            self.transport.write(goaway(self.last_stream, self.code))
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()  # what is buffered (a GOAWAY) is still sent
+        if self.backend is not None and self.backend.transport is not None:
+            self.backend.transport.close()
+        self.early.clear()
+        self.door.forget(self)
+
+
+class FrontDoor:
+    """Accepts the server's TCP connections and relays them to grpc on *backend* (host, port)."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        backend: tuple[str, int],
+        limits: DoorLimits | None = None,
+        tls: ssl.SSLContext | None = None,
+        count: Callable[[str], None] = lambda reason: None,
+    ) -> None:
+        self.count = count
+        """Called with the reason of each connection refused or ended (for a metric)."""
+        self.sock = sock
+        self.backend = backend
+        self.limits = limits or DoorLimits()
+        self.tls = tls
+        self.links: set[_Link] = set()
+        self.per_peer: dict[str, int] = {}
+        self.by_port: dict[int, _Link] = {}
+        self.refused_global = 0
+        self.refused_peer = 0
+        self.resets_refused = 0
+        self.preface_timeouts = 0
+        self.ended = 0
+        self._refused_at = -1e9
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Link(self),
+            sock=self.sock,
+            ssl=self.tls,
+            ssl_handshake_timeout=10.0 if self.tls else None,
+            backlog=1024,
+        )
+        self._sweeper = loop.create_task(self._sweep())
+
+    def stop_accepting(self) -> None:
+        """No new connections; open ones are still relayed (a stopping grpc sends its last messages)."""
+        if self._server is not None:
+            self._server.close()
+
+    def close(self) -> None:
+        """Closes every connection (after grpc has stopped)."""
+        self.stop_accepting()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for link in list(self.links):
+            link.close()
+
+    def refusing(self) -> bool:
+        """True while new connections are being refused at the global cap (for health)."""
+        return time.monotonic() - self._refused_at < self.limits.refusing_for
+
+    def admit(self, link: _Link) -> bool:
+        if len(self.links) >= self.limits.max_connections:
+            self.refused_global += 1
+            self._refused_at = time.monotonic()
+            self.count("global_cap")
+            return False
+        held = self.per_peer.get(link.key, 0)
+        if held >= self.limits.per_peer:
+            self.refused_peer += 1
+            self.count("peer_cap")
+            return False
+        self.per_peer[link.key] = held + 1
+        self.links.add(link)
+        return True
+
+    def connect(self, link: _Link) -> None:
+        asyncio.get_running_loop().create_task(self._connect(link))
+
+    async def _connect(self, link: _Link) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.create_connection(lambda: _Backend(link), *self.backend)
+        except OSError:
+            link.close()
+            return
+        # create_connection returns after connection_made: the protocol has its transport.
+
+    def forget(self, link: _Link) -> None:
+        if link in self.links:
+            self.links.discard(link)
+            left = self.per_peer.get(link.key, 1) - 1
+            if left > 0:
+                self.per_peer[link.key] = left
+            else:
+                self.per_peer.pop(link.key, None)
+        if self.by_port.get(link.backend_port) is link:
+            del self.by_port[link.backend_port]
+
+    def admits(self, grpc_peer: str) -> bool:
+        """False for a TCP call that reached grpc's private port without coming through the door."""
+        if not grpc_peer.startswith(("ipv4:", "ipv6:")):
+            return True  # a unix: listener, reachable only through its socket file
+        return self._link_of(grpc_peer) is not None
+
+    def _link_of(self, grpc_peer: str) -> _Link | None:
+        _, _, port = grpc_peer.rpartition(":")
+        return self.by_port.get(int(port)) if port.isdigit() else None
+
+    def peer(self, grpc_peer: str) -> str:
+        """The client address behind grpc's *grpc_peer*; *grpc_peer* itself if it did not come through the door."""
+        link = self._link_of(grpc_peer)
+        return link.peer if link is not None else grpc_peer
+
+    def peer_key(self, grpc_peer: str) -> str:
+        """The per-peer limit key of the client behind *grpc_peer*."""
+        link = self._link_of(grpc_peer)
+        return link.key if link is not None else grpc_peer
+
+    def end(self, grpc_peer: str) -> bool:
+        """Ends (GOAWAY, then close) the client connection behind *grpc_peer*; False if unknown."""
+        link = self._link_of(grpc_peer)
+        if link is None:
+            return False
+        self.ended += 1
+        self.count("ended")
+        link.end(ENHANCE_YOUR_CALM)
+        return True
+
+    async def _sweep(self) -> None:
+        """Closes connections that have not sent the preface in time (slowloris before HTTP/2)."""
+        while True:
+            await asyncio.sleep(min(0.5, self.limits.preface_timeout / 2))
+            limit = time.monotonic() - self.limits.preface_timeout
+            for link in [k for k in self.links if not k.preface_done and k.opened < limit]:
+                self.preface_timeouts += 1
+                self.count("preface_timeout")
+                link.close()
+
+
+def tls_context(cert: bytes, key: bytes) -> ssl.SSLContext:
+    """A server TLS context for grpc clients (ALPN h2, TLS 1.2+)."""
+    import os
+    import tempfile
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_alpn_protocols(["h2"])
+    with tempfile.TemporaryDirectory() as d:
+        c, k = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        with open(c, "wb") as f:
+            f.write(cert)
+        with open(k, "wb") as f:
+            f.write(key)
+        ctx.load_cert_chain(c, k)
+    return ctx
+
+
+__all__ = ["DoorLimits", "FrontDoor", "peer_key", "tls_context"]
