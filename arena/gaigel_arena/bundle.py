@@ -56,8 +56,11 @@ def bundle_bytes(record: dict[str, Any], bot: str, run_dir: Path) -> bytes:
                 continue  # another bot's output is that bot's author's business
             path = Path(name) if Path(name).is_absolute() else run_dir / name
             try:
+                # only a file under the arena's logs/ (a symlink out of it, e.g. to a secret, is not read)
+                path = path.resolve(strict=True)
+                path.relative_to((run_dir / "logs").resolve(strict=True))
                 data = path.read_bytes()
-            except OSError:
+            except (OSError, ValueError):
                 data = b"(no output kept)\n"
             add(f"seat{seat}-{bot}.log", data)
     return buffer.getvalue()

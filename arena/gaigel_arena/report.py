@@ -13,7 +13,9 @@ import html
 import json
 import math
 import os
-from collections.abc import Mapping
+import shutil
+import urllib.parse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +35,18 @@ __all__ = [
     "ArenaReport",
     "BotFate",
     "MatchEntry",
+    "MatchFile",
+    "RecordFacts",
     "bot_fates",
     "format_fates",
     "format_presence",
     "format_set_histograms",
     "format_table",
     "load_report",
+    "match_files",
     "render_html",
     "report_dict",
+    "sandbox_texts",
     "write_html_report",
 ]
 
@@ -80,6 +86,11 @@ class MatchEntry:
     revealed: bool = True
     """Whether every match that plays this deal seed is done: only then are the seed and the
     viewer page (the deal, card by card) shown; before, *record* is None and the seed hidden."""
+    sandboxes: dict[str, dict[str, Any]] | None = None
+    """The record's ``sandboxes``: per command bot, the sandbox that ran it and its limits."""
+    logs: tuple[tuple[int, str], ...] = ()
+    """Seat and file name (in ``logs/<match id>/``) of each seat's captured output; empty
+    until the match is revealed (a bot's log shows its hand)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,8 +108,22 @@ class ArenaReport:
     """Remote bots: connected and absent seconds over all runs, and the matches forfeited as absent."""
 
 
-FaultCache = dict[str, tuple[dict[str, Any], ...] | None]
-"""Faults read from records by match id: a done match's record never changes."""
+@dataclasses.dataclass(frozen=True)
+class RecordFacts:
+    """What a report reads from a match record besides the journal."""
+
+    faults: tuple[dict[str, Any], ...] | None
+    sandboxes: dict[str, dict[str, Any]] | None = None
+    logs: tuple[tuple[int, str], ...] = ()
+
+
+FaultCache = dict[str, RecordFacts]
+"""Facts read from records by match id: a done match's record never changes."""
+
+LOG_FOLDER = "logs"
+"""The arena folder's (and the published report's) folder of the bots' captured output."""
+BUNDLE_FOLDER = "bundles"
+"""The folder next to the report page with each match's debug bundle per bot."""
 
 
 def _find_record(row: JournalRow, folder: Path | None) -> Path | None:
@@ -109,13 +134,31 @@ def _find_record(row: JournalRow, folder: Path | None) -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
-def _read_faults(record: Path) -> tuple[dict[str, Any], ...] | None:
+def _read_facts(record: Path, match_id: str) -> RecordFacts:
     try:
         data = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    faults = data.get("faults") if isinstance(data, dict) else None
-    return tuple(f for f in faults if isinstance(f, dict)) if isinstance(faults, list) else None
+        return RecordFacts(None)
+    if not isinstance(data, dict):
+        return RecordFacts(None)
+    faults = data.get("faults")
+    sandboxes = data.get("sandboxes")
+    logs = []
+    for seat, name in (data.get("bot_logs") or {}).items() if isinstance(data.get("bot_logs"), dict) else ():
+        parts = Path(str(name)).parts
+        # only the form the runner writes, logs/<this match>/<file>: a link never names another folder
+        if str(seat).isdigit() and len(parts) == 3 and parts[:2] == (LOG_FOLDER, match_id) and _plain(parts[2]):
+            logs.append((int(seat), parts[2]))
+    return RecordFacts(
+        tuple(f for f in faults if isinstance(f, dict)) if isinstance(faults, list) else None,
+        {str(k): v for k, v in sandboxes.items() if isinstance(v, dict)} if isinstance(sandboxes, dict) else None,
+        tuple(sorted(logs)),
+    )
+
+
+def _plain(name: str) -> bool:
+    """A file name that is one path component and not hidden (no '..', no '/')."""
+    return bool(name) and not name.startswith(".") and "/" not in name and "\\" not in name and "\0" not in name
 
 
 def revealed_seeds(rows: list[JournalRow]) -> set[int]:
@@ -130,11 +173,11 @@ def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | No
     shown = revealed_seeds(rows)
     for row in rows:
         record = _find_record(row, folder) if row.status == "done" else None
-        faults = None
+        facts = RecordFacts(None)
         if record is not None and cache is not None:
             if row.match_id not in cache:
-                cache[row.match_id] = _read_faults(record)
-            faults = cache[row.match_id]
+                cache[row.match_id] = _read_facts(record, row.match_id)
+            facts = cache[row.match_id]
         out.append(
             MatchEntry(
                 row.index,
@@ -146,12 +189,104 @@ def _entries(rows: list[JournalRow], folder: Path | None, cache: FaultCache | No
                 row.result,
                 row.duration_s,
                 record if row.seed in shown else None,
-                faults,
+                facts.faults,
                 row.attempts,
                 row.seed in shown,
+                facts.sandboxes,
+                facts.logs if row.seed in shown else (),
             )
         )
     return tuple(out)
+
+
+def _house_bots(report: ArenaReport) -> set[str]:
+    return {str(b.get("name")) for b in report.config.get("bots", []) if b.get("kind") == "house"}
+
+
+def _log_source(entry: MatchEntry, name: str) -> Path | None:
+    """The captured output *name* of revealed *entry* in its arena's ``logs/<match id>/``, resolved;
+    None when missing, not a regular file, or (by a symlink) anywhere else."""
+    if entry.record is None or not _plain(name):
+        return None
+    root = entry.record.parent.parent / LOG_FOLDER  # records/<id>.json sits in the arena folder
+    try:
+        real = (root / entry.match_id / name).resolve(strict=True)
+        real.relative_to((root / entry.match_id).resolve(strict=True))
+    except (OSError, ValueError):
+        return None
+    return real if real.is_file() else None
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchFile:
+    """One file a report links for a match: a seat's captured output or a bot's debug bundle."""
+
+    label: str
+    href: str
+    """Relative to the report page, and the live server's path."""
+    bot: str
+    source: Path | None
+    """The log file on disk; None for a bundle (made from the record and the logs)."""
+
+
+def match_files(entry: MatchEntry, house: set[str]) -> list[MatchFile]:
+    """The logs (those on disk) and the bundles (one per bot not a house bot) of a revealed match;
+    nothing before it is revealed, by the rule of the viewer pages."""
+    if entry.record is None:
+        return []
+    quoted = urllib.parse.quote(entry.match_id)
+    out = []
+    for seat, name in entry.logs:
+        source = _log_source(entry, name)
+        bot = entry.seats[seat] if seat < len(entry.seats) else "?"
+        if source is not None:
+            href = f"{LOG_FOLDER}/{quoted}/{urllib.parse.quote(name)}"
+            out.append(MatchFile(f"seat {seat} log", href, bot, source))
+    for bot in sorted(set(entry.seats) - house):
+        href = f"{BUNDLE_FOLDER}/{quoted}/{urllib.parse.quote(bot)}.zip"
+        out.append(MatchFile(f"{bot}.zip", href, bot, None))
+    return out
+
+
+def sandbox_texts(report: ArenaReport) -> dict[str, list[dict[str, Any]]]:
+    """Per bot, every distinct sandbox it ran in (with the limits that held), from the records read;
+    ``{"sandbox": "house"}`` / ``"remote"`` for bots the arena does not start."""
+    kinds = {str(b.get("name")): str(b.get("kind")) for b in report.config.get("bots", [])}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for bot in report.bots:
+        if kinds.get(bot) in ("house", "remote"):
+            out[bot] = [{"sandbox": kinds[bot]}]
+            continue
+        seen: list[dict[str, Any]] = []
+        for e in report.matches:
+            info = (e.sandboxes or {}).get(bot)
+            if info is not None and info not in seen:
+                seen.append(info)
+        out[bot] = seen
+    return out
+
+
+def _sandbox_cell(infos: list[dict[str, Any]]) -> str:
+    esc = html.escape
+    if not infos:
+        return '<td class="name muted" title="no record of a match of this bot read">?</td>'
+    parts = []
+    for info in infos:
+        name = str(info.get("sandbox", "?"))
+        if name == "house":
+            parts.append('none <span class="muted">(house bot: the arena\'s own code)</span>')
+            continue
+        if name == "remote":
+            parts.append('remote <span class="muted">(its own machine)</span>')
+            continue
+        limits = [
+            k if v is True else f"{k} {v}" for k, v in info.items() if k != "sandbox" and v not in (None, False, "")
+        ]
+        cls = ' class="faulty"' if name in ("process", "none") else ""  # not confined: said in red
+        detail = f' <span class="muted">({esc("; ".join(limits))})</span>' if limits else ""
+        parts.append(f"<b{cls}>{esc(name)}</b>{detail}")
+    kinds = " ".join(dict.fromkeys(str(i.get("sandbox", "?")) for i in infos))
+    return f'<td class="name sandbox" data-sandbox="{esc(kinds)}">{"<br>".join(parts)}</td>'
 
 
 def _load_presence(folder: Path | None, matches: tuple[MatchEntry, ...]) -> dict[str, dict[str, float]]:
@@ -337,6 +472,7 @@ def report_dict(report: ArenaReport) -> dict[str, Any]:
             {"a": a, "b": b, "points_of_a": hist} for (a, b), hist in pair_set_histograms(report.results).items()
         ],
         "fates": [f.to_dict() for f in bot_fates(report)],
+        "sandboxes": sandbox_texts(report),
         "standings": report.standings.to_dict(),
         "config": _published_config(report),
     }
@@ -427,6 +563,7 @@ def _fate_rows(report: ArenaReport) -> str:
     """The section "What became of every bot": matches played, forfeited, void, and the fate."""
     esc = html.escape
     rows = []
+    sandboxes = sandbox_texts(report)
     for f in bot_fates(report):
         n = sum(f.forfeits.values())
         reasons = ", ".join(f"<code>{esc(r)}</code> {k}" for r, k in f.forfeits.items())
@@ -435,15 +572,16 @@ def _fate_rows(report: ArenaReport) -> str:
             f'<tr data-bot="{esc(f.name)}" data-rated="{str(f.rated).lower()}"><td class="name">{esc(f.name)}</td>'
             f'<td>{f.scheduled}</td><td>{f.played}</td><td>{n}</td><td class="name">{reasons}</td>'
             f"<td>{f.voids}</td><td>{'?' if f.faults is None else f.faults}</td>"
-            f'<td{cls}><span class="name">{esc(f.fate)}</span></td></tr>'
+            f'<td{cls}><span class="name">{esc(f.fate)}</span></td>{_sandbox_cell(sandboxes.get(f.name, []))}</tr>'
         )
     return f"""<h2>What became of every bot</h2>
 <p class="caption">Scheduled matches of each bot; those played, those its side forfeited by reason code (ABSENT: a
 remote bot that stayed away, DISQUALIFIED: not played after the bot kept failing, else the fault that ended it),
 attempts that were void (a failure, or cut off by a crash or Ctrl-C; counted for every bot of the match) and its
-faults. A bot that only forfeited is not rated: it is listed here, not in the ratings.</p>
+faults. A bot that only forfeited is not rated: it is listed here, not in the ratings. Sandbox: where the arena
+ran it and the limits that really held, from the match records (<b>process</b> and <b>none</b> confine nothing).</p>
 <table id="fates"><tr><th class="name">bot</th><th>matches</th><th>played</th><th>forfeits</th>
-<th class="name">by reason</th><th>voids</th><th>faults</th><th class="name">fate</th></tr>
+<th class="name">by reason</th><th>voids</th><th>faults</th><th class="name">fate</th><th class="name">sandbox</th></tr>
 {"".join(rows)}</table>
 """
 
@@ -584,7 +722,17 @@ def _result_text(entry: MatchEntry) -> tuple[str, set[int]]:
     return f"{result.get('termination', 'completed')}, dashes {dashes}", winners
 
 
-def _match_rows(report: ArenaReport, pages: Mapping[str, str]) -> list[str]:
+def _files_cell(files: Sequence[MatchFile]) -> str:
+    """Links only: a log is written by an untrusted bot, none of it is put into the page."""
+    esc = html.escape
+    links = []
+    for f in files:
+        what = f"captured stdout and stderr of {f.bot}" if f.source is not None else f"debug bundle of {f.bot}"
+        links.append(f'<a href="{esc(f.href)}" title="{esc(what)}">{esc(f.label)}</a>')
+    return f'<td class="name files">{" · ".join(links)}</td>'
+
+
+def _match_rows(report: ArenaReport, pages: Mapping[str, str], files: Mapping[str, Sequence[MatchFile]]) -> list[str]:
     esc = html.escape
     rows = []
     for e in report.matches:
@@ -612,7 +760,8 @@ def _match_rows(report: ArenaReport, pages: Mapping[str, str]) -> list[str]:
         rows.append(
             f'<tr data-match="{esc(e.match_id)}" data-status="{esc(e.status)}"><td>{e.index}</td>'
             f'<td class="name">{name}</td><td class="name">{bots}</td><td>{seed}</td>'
-            f'<td class="name result">{esc(text)}</td><td>{hands}</td>{faults}<td>{duration}</td></tr>'
+            f'<td class="name result">{esc(text)}</td><td>{hands}</td>{faults}<td>{duration}</td>'
+            f"{_files_cell(files.get(e.match_id, ()))}</tr>"
         )
     return rows
 
@@ -685,11 +834,17 @@ def _pair_rows(report: ArenaReport) -> list[str]:
     return rows
 
 
-def render_html(report: ArenaReport, pages: Mapping[str, str] | None = None, refresh_s: int | None = None) -> str:
+def render_html(
+    report: ArenaReport,
+    pages: Mapping[str, str] | None = None,
+    refresh_s: int | None = None,
+    files: Mapping[str, Sequence[MatchFile]] | None = None,
+) -> str:
     """One self-contained HTML page: table, rating history (inline SVG), cross table, games per pair,
     faults per bot and the list of matches.
 
-    *pages* maps a match id to the address of its viewer page (the match list links it);
+    *pages* maps a match id to the address of its viewer page (the match list links it), *files*
+    to its bot logs and bundles (:func:`match_files`, linked only: none of their content is put in);
     *refresh_s* makes the browser reload the page that often (the live report).
     """
     st = report.standings
@@ -748,6 +903,17 @@ def render_html(report: ArenaReport, pages: Mapping[str, str] | None = None, ref
     )
     if any(math.isinf(row.bt_ci95[1]) for row in st.rows):
         note += f"<p><b>Note:</b> {esc(UNKNOWN_INTERVAL_NOTE.removeprefix('note: '))}.</p>"
+    loose = [
+        f"{bot} ({info.get('sandbox')})"
+        for bot, infos in sandbox_texts(report).items()
+        for info in infos
+        if info.get("sandbox") in ("process", "none")
+    ]
+    if loose:
+        note += (
+            f'<p id="unconfined"><b>Note:</b> not confined by a sandbox: {esc(", ".join(loose))}; such a bot could '
+            "read what the organiser can read (see the sandboxes in the operator guide).</p>"
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(report.name)}: Gaigel arena report</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">{refresh}
@@ -767,6 +933,8 @@ td.faulty {{ background: #fde0dc; color: #a01818; font-weight: 600; }}
 #matches {{ font-size: 0.92em; }}
 #matches td {{ white-space: nowrap; }}
 #matches td.result {{ white-space: normal; }}
+td.sandbox {{ font-size: 0.9em; }}
+b.faulty {{ color: #a01818; }}
 </style></head><body>
 <h1>{esc(report.name)}</h1>
 <p>{done} of {total} matches done, {len(report.results)} rated pairwise games. Bradley-Terry ratings (BT) are on
@@ -800,10 +968,12 @@ independence of the intervals). With two games per set these are the pentanomial
 {"".join(fault_rows)}</table>
 {_presence_rows(report)}{_fate_rows(report)}<h2>Matches</h2>
 <p class="caption">Every scheduled match in schedule order; the bold bot's side won. Follow a match id to step
-through the match in the viewer.</p>
+through the match in the viewer. Bot output: what each seat's bot process wrote to stdout and stderr (plain text,
+capped), and per bot a zip with the record, every decision's time and that bot's own output; like the viewer
+page, shown once every match of the deal is done.</p>
 <table id="matches"><tr><th>#</th><th class="name">match</th><th class="name">sides</th><th>seed</th>
-<th class="name">result</th><th>hands</th><th>faults</th><th>duration</th></tr>
-{"".join(_match_rows(report, pages or {}))}</table>
+<th class="name">result</th><th>hands</th><th>faults</th><th>duration</th><th class="name">bot output</th></tr>
+{"".join(_match_rows(report, pages or {}, files or {}))}</table>
 </body></html>
 """
 
@@ -848,8 +1018,46 @@ def write_html_report(report: ArenaReport, page: Path, jobs: int | None = None) 
             done = [_write_viewer_page(job) for job in todo]
         written = {Path(target).stem for (_, target), ok in zip(todo, done, strict=True) if ok}
     pages = {m: f"{MATCH_PAGES}/{m}.html" for m in kept | written}
-    _write_atomic(page, render_html(report, pages))
+    files = _publish_files(report, page.parent)
+    _write_atomic(page, render_html(report, pages, files=files))
     return len(written)
+
+
+def _publish_files(report: ArenaReport, site: Path) -> dict[str, list[MatchFile]]:
+    """Puts each revealed match's logs and bundles at their links relative to *site* (the page's
+    folder): a log is copied there unless *site* is the arena folder itself, a bundle is written
+    unless one newer than its record and logs is there. Returns the files linked per match."""
+    from gaigel_arena.bundle import bundle_bytes
+
+    house = _house_bots(report)
+    out: dict[str, list[MatchFile]] = {}
+    for entry in report.matches:
+        files = match_files(entry, house)
+        if not files or entry.record is None:
+            continue
+        newest = max([entry.record.stat().st_mtime] + [f.source.stat().st_mtime for f in files if f.source])
+        record: dict[str, Any] | None = None
+        linked = []
+        for f in files:
+            target = site / urllib.parse.unquote(f.href)
+            if target.is_file() and target.stat().st_mtime >= (f.source.stat().st_mtime if f.source else newest):
+                linked.append(f)  # up to date (or the log itself, when the page is in the arena folder)
+                continue
+            if f.source is None and record is None:
+                try:
+                    record = json.loads(entry.record.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    continue  # a record that cannot be read gets no bundle (nor a viewer page)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            if f.source is not None:
+                shutil.copyfile(f.source, tmp)
+            elif record is not None:
+                tmp.write_bytes(bundle_bytes(record, f.bot, entry.record.parent.parent))
+            tmp.replace(target)
+            linked.append(f)
+        out[entry.match_id] = linked
+    return out
 
 
 def _write_viewer_page(job: tuple[str, str]) -> bool:

@@ -5,18 +5,33 @@ reader beside the runner: SQLite WAL and PostgreSQL both allow it), so the page 
 shows the matches finished so far and reloads itself. ``/matches/<id>.html`` is the
 viewer page of a finished match, built from its record on first request and then kept
 (a done match's record never changes); it loads the shared ``/matches/viewer.js`` and
-``viewer.css``. A match whose deal seed is still to be played elsewhere has no page yet.
+``viewer.css``. ``/logs/<id>/<file>`` serves a seat's captured output as plain text and
+``/bundles/<id>/<bot>.zip`` a bot's debug bundle as a download: only the files the match's
+record names, under the arena's ``logs/`` folder. A match whose deal seed is still to be
+played elsewhere has no page, log or bundle yet (404, as if it did not exist).
 """
 
 from __future__ import annotations
 
 import html
 import http.server
+import json
 import threading
+import urllib.parse
 from pathlib import Path
 
 from gaigel_arena.journal import DbTarget, JournalError
-from gaigel_arena.report import MATCH_PAGES, FaultCache, load_report, render_html
+from gaigel_arena.report import (
+    BUNDLE_FOLDER,
+    LOG_FOLDER,
+    MATCH_PAGES,
+    FaultCache,
+    MatchEntry,
+    MatchFile,
+    load_report,
+    match_files,
+    render_html,
+)
 
 __all__ = ["LiveReport", "serve_live_report"]
 
@@ -44,6 +59,8 @@ class LiveReport:
         self.refresh_s = refresh_s
         self._faults: FaultCache = {}
         self._records: dict[str, Path] = {}
+        self._revealed: dict[str, MatchEntry] = {}
+        self._house: set[str] = set()
         self._pages: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -54,12 +71,57 @@ class LiveReport:
                 report = load_report(self.target, samples=0, details=True, fault_cache=self._faults)
         except JournalError:
             return _waiting_page(self.refresh_s)
+        house = {str(b.get("name")) for b in report.config.get("bots", []) if b.get("kind") == "house"}
         with self._lock:
+            self._house = house
             for entry in report.matches:
-                if entry.record is not None:
+                if entry.record is not None:  # revealed: every match of its deal seed is done
                     self._records[entry.match_id] = entry.record
+                    self._revealed[entry.match_id] = entry
         pages = {m: f"{MATCH_PAGES}/{m}.html" for m in self._records}
-        return render_html(report, pages, refresh_s=self.refresh_s)
+        files = {e.match_id: match_files(e, house) for e in report.matches if e.record is not None}
+        return render_html(report, pages, refresh_s=self.refresh_s, files=files)
+
+    def _file(self, match_id: str, href: str) -> tuple[MatchEntry, MatchFile] | None:
+        """The linked file *href* of revealed match *match_id* as the report would link it now, else None."""
+        with self._lock:
+            entry = self._revealed.get(match_id)
+        if entry is None:
+            self.index()  # the match may have been revealed since the last report request
+            with self._lock:
+                entry = self._revealed.get(match_id)
+            if entry is None:
+                return None
+        with self._lock:
+            house = set(self._house)
+        found = [f for f in match_files(entry, house) if f.href == href]  # checks the log's path again
+        return (entry, found[0]) if found else None
+
+    def log(self, match_id: str, name: str) -> bytes | None:
+        """A seat's captured output of a revealed match, as written (None: no such file linked)."""
+        href = f"{LOG_FOLDER}/{urllib.parse.quote(match_id)}/{urllib.parse.quote(name)}"
+        found = self._file(match_id, href)
+        if found is None or found[1].source is None:
+            return None
+        try:
+            return found[1].source.read_bytes()
+        except OSError:
+            return None
+
+    def bundle(self, match_id: str, bot: str) -> bytes | None:
+        """*bot*'s debug bundle of a revealed match (None: the match has none for that bot)."""
+        from gaigel_arena.bundle import bundle_bytes
+
+        href = f"{BUNDLE_FOLDER}/{urllib.parse.quote(match_id)}/{urllib.parse.quote(bot)}.zip"
+        found = self._file(match_id, href)
+        if found is None or found[0].record is None:
+            return None
+        record = found[0].record
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return bundle_bytes(data, bot, record.parent.parent)
 
     def match(self, match_id: str) -> str | None:
         """The viewer page of a finished match with a record, else None."""
@@ -95,29 +157,47 @@ def _waiting_page(refresh_s: int) -> str:
 def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0].split("#", 1)[0]
-            page: str | None
-            kind = "text/html"
+            path = urllib.parse.unquote(self.path.split("?", 1)[0].split("#", 1)[0])
+            parts = path.split("/")[1:]
+            page: str | None = None
+            body: bytes | None = None
+            kind = "text/html; charset=utf-8"
+            headers: dict[str, str] = {}
             try:
-                if path.startswith(f"/{MATCH_PAGES}/") and path[len(MATCH_PAGES) + 2 :] in ASSETS:
+                if any(p in ("", ".", "..") or "\x00" in p or "\\" in p for p in parts[1:]):
+                    pass  # no empty, relative or odd component: 404
+                elif path.startswith(f"/{MATCH_PAGES}/") and path[len(MATCH_PAGES) + 2 :] in ASSETS:
                     page, kind = ASSETS[path[len(MATCH_PAGES) + 2 :]]  # the script and style every match page shares
+                    kind += "; charset=utf-8"
                 elif path in ("/", "/index.html", "/report.html"):
                     page = live.index()
                 elif path.startswith(f"/{MATCH_PAGES}/") and path.endswith(".html"):
                     page = live.match(path[len(MATCH_PAGES) + 2 : -len(".html")])
-                else:
-                    page = None
+                elif len(parts) == 3 and parts[0] == LOG_FOLDER:
+                    body = live.log(parts[1], parts[2])
+                    # written by an untrusted bot: never to be rendered as a page of this origin
+                    kind = "text/plain; charset=utf-8"
+                    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'"}
+                elif len(parts) == 3 and parts[0] == BUNDLE_FOLDER and parts[2].endswith(".zip"):
+                    body = live.bundle(parts[1], parts[2][: -len(".zip")])
+                    kind = "application/zip"
+                    filename = f"{parts[1]}-{parts[2]}".encode("ascii", "replace").decode().replace('"', "_")
+                    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+                    headers["X-Content-Type-Options"] = "nosniff"
             except Exception as e:  # e.g. the database busy for a moment: the page reloads itself
                 self.send_error(503, f"report not available now: {type(e).__name__}")
                 return
-            if page is None:
+            if page is not None:
+                body = page.encode("utf-8")
+            if body is None:
                 self.send_error(404, "no such page")
                 return
-            body = page.encode("utf-8")
             self.send_response(200)
-            self.send_header("Content-Type", f"{kind}; charset=utf-8")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
 
