@@ -105,7 +105,7 @@ def join(i: int, compact: bool = False) -> bs.PlayRequest:
 # --- the two servers (each in its own process) ------------------------------------------------
 
 
-async def _full_server(streams: int, ready: Any, stop: Any) -> None:
+async def _full_server(streams: int, ready: Any, stop: Any, front_door: bool = True) -> None:
     from gaigel_server.clock import Clock
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, create_server
@@ -116,6 +116,7 @@ async def _full_server(streams: int, ready: Any, stop: Any) -> None:
         bots={bot_name(i): token(i) for i in range(streams)},
         clock=Clock(decision_time=60.0, bank=60.0, strikes_limit=3, resume_grace=60.0),
         max_sessions_per_bot=4,
+        front_door=front_door,
     )
     server, port = create_server("127.0.0.1:0", config)
     await server.start()
@@ -145,7 +146,9 @@ async def _echo_server(cycles: list[list[bytes]], ready: Any, stop: Any) -> None
 
 
 def _serve(kind: str, arg: Any, ready: Any, stop: Any, profile: str | None = None) -> None:
-    if kind != "full":
+    if kind == "direct":  # the full server without its front door: grpc listens itself
+        asyncio.run(_full_server(arg, ready, stop, front_door=False))
+    elif kind != "full":
         asyncio.run(_echo_server(arg, ready, stop))
     elif profile is None:
         asyncio.run(_full_server(arg, ready, stop))
@@ -215,7 +218,7 @@ async def _load(
     stats = Stats()
     options = [("grpc.max_receive_message_length", 4 * 1024 * 1024)]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
-        if kind == "full":
+        if kind in ("full", "direct"):
             admin = ms_grpc.MatchServiceStub(channel)
             md = (("authorization", f"Bearer {ADMIN}"),)
             tasks = [asyncio.create_task(_bot(channel, PLAY, join(i, compact), stats)) for i in range(streams)]
@@ -274,7 +277,7 @@ def measure(
     (*compact*: the full server's bots join compact)."""
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
-    arg = streams if kind == "full" else cycles
+    arg = streams if kind in ("full", "direct") else cycles
     proc = ctx.Process(target=_serve, args=(kind, arg, ready, stop, profile), daemon=True)
     proc.start()
     try:
@@ -352,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="run each full server under cProfile and write DIR/server-N.prof (timings are then not comparable)",
     )
+    parser.add_argument(
+        "--door",
+        action="store_true",
+        help="also measure the full server without its front door (gaigel serve --no-front-door): the door's cost",
+    )
     args = parser.parse_args(argv)
     streams = [int(x) for x in args.streams.split(",") if x.strip()]
     command = "python bench/server.py " + shlex.join(sys.argv[1:] if argv is None else argv)
@@ -376,12 +384,25 @@ def main(argv: list[str] | None = None) -> int:
             profile = str(Path(args.profile) / f"server-{n}.prof")
         full = measure("full", n, cycles, args.warmup, args.seconds, profile, args.compact)
         plain = measure("full", n, cycles, args.warmup, args.seconds) if args.compact else None
+        direct = measure("direct", n, cycles, args.warmup, args.seconds, None, args.compact) if args.door else None
         rows.append(
             {
                 "streams": n,
                 "echo": echo,
                 "full": full,
                 **({"plain": plain} if plain is not None else {}),
+                **(
+                    {
+                        "direct": direct,
+                        "door_rtt_p50_ratio": _ratio(full["rtt_p50_ms"], direct["rtt_p50_ms"]),
+                        "door_throughput_ratio": _ratio(full["throughput"], direct["throughput"]),
+                        "door_cpu_ratio": _ratio(
+                            full["server_cpu_us_per_decision"], direct["server_cpu_us_per_decision"]
+                        ),
+                    }
+                    if direct is not None
+                    else {}
+                ),
                 "rtt_p50_ratio": _ratio(full["rtt_p50_ms"], echo["rtt_p50_ms"]),
                 "rtt_p99_ratio": _ratio(full["rtt_p99_ms"], echo["rtt_p99_ms"]),
                 "throughput_ratio": _ratio(full["throughput"], echo["throughput"]),
@@ -425,18 +446,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     head = (
-        f"{'streams':>7} | {'path':<4} | {'rtt p50 ms':>10} | {'rtt p99 ms':>10} | {'1st reply p50':>13} | "
+        f"{'streams':>7} | {'path':<6} | {'rtt p50 ms':>10} | {'rtt p99 ms':>10} | {'1st reply p50':>13} | "
         f"{'decisions/s':>11} | {'server CPU us/dec':>17} | {'msgs/dec':>8}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
-        for path in ("echo", "full", "plain"):
+        for path in ("echo", "full", "plain", "direct"):
             x = r.get(path)
             if x is None:
                 continue
             print(
-                f"{r['streams']:>7} | {path:<4} | {x['rtt_p50_ms']:>10.3f} | {x['rtt_p99_ms']:>10.3f} | "
+                f"{r['streams']:>7} | {path:<6} | {x['rtt_p50_ms']:>10.3f} | {x['rtt_p99_ms']:>10.3f} | "
                 f"{_fmt(x['first_reply_p50_ms'], '>13.3f')} | {x['throughput']:>11.0f} | "
                 f"{_fmt(x['server_cpu_us_per_decision'], '>17.0f')} | {x['messages_per_decision']:>8.2f}"
             )
@@ -444,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{'':>7} | {'compact' if args.compact else 'full'}/echo: round trip p50 x{_fmt(r['rtt_p50_ratio'], '.2f')}, p99 x{_fmt(r['rtt_p99_ratio'], '.2f')}, "
             f"throughput x{_fmt(r['throughput_ratio'], '.2f')}"
         )
+        if "direct" in r:
+            print(
+                f"{'':>7} | full/direct (the front door's cost): round trip p50 x{_fmt(r['door_rtt_p50_ratio'], '.2f')}, "
+                f"throughput x{_fmt(r['door_throughput_ratio'], '.2f')}, server CPU per decision x{_fmt(r['door_cpu_ratio'], '.2f')}"
+            )
     print()
     for c in checks:
         print(f"{'PASS' if c['ok'] else 'FAIL'}  {c['target']}: {c['measured']}")

@@ -10,6 +10,8 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
+from gaigel_server.guard import clip
+
 BOT_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 HOUSE_PREFIX = "house:"
 
@@ -34,7 +36,7 @@ def check_bot_name(name: str) -> str:
     :raises ValueError: naming the rule.
     """
     if not BOT_NAME.match(name):
-        raise ValueError(f"bot name {name!r} must be 1 to 64 characters from A-Z, a-z, 0-9, '_', '-' and '.'")
+        raise ValueError(f"bot name {clip(name)!r} must be 1 to 64 characters from A-Z, a-z, 0-9, '_', '-' and '.'")
     return name
 
 
@@ -100,7 +102,7 @@ class BotRegistry:
         # Compare against something even for unknown names, so timing does not tell them apart.
         ok = tokens_equal(token, expected if expected is not None else new_token())
         if expected is None or not ok:
-            raise AuthError(f"unknown or revoked bot token for bot {name!r}: check GAIGEL_TOKEN and the bot name")
+            raise AuthError(f"unknown or revoked bot token for bot {clip(name)!r}: check GAIGEL_TOKEN and the bot name")
 
 
 def bearer_token(metadata: object) -> str:

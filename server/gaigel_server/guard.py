@@ -188,6 +188,14 @@ class Backoff:
             self._state.popitem(last=False)
         return interval, strikes + 1
 
+    def strike(self, key: str) -> int:
+        """Counts an attempt refused while *key* waits; its strikes so far."""
+        state = self._state.get(key)
+        if state is None:
+            return 0
+        self._state[key] = (state[0], state[1], state[2] + 1)
+        return state[2] + 1
+
     def forgive(self, key: str) -> None:
         self._state.pop(key, None)
 

@@ -355,6 +355,7 @@ class BotServicer:
         name = join.bot_name
         wait = self.backoff.waiting(name)
         if wait > 0:
+            self._strike(self.backoff.strike(name), context)
             raise ServiceError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"SESSION_LIMIT: bot {name!r} keeps opening sessions past its limit of "
@@ -364,12 +365,15 @@ class BotServicer:
         try:
             self.lobby.add_session(session)
         except ServiceError:
-            _, strikes = self.backoff.refused(name)
-            if strikes >= SESSION_STRIKES and self.door is not None:
-                self.door.end(context.peer() or "")
+            self._strike(self.backoff.refused(name)[1], context)
             raise
         self.backoff.forgive(name)
         return session
+
+    def _strike(self, strikes: int, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """Past SESSION_STRIKES refusals in a row, the connection they come on is ended (GOAWAY)."""
+        if strikes >= SESSION_STRIKES and self.door is not None:
+            self.door.end(context.peer() or "")
 
     def _peer_key(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         peer = context.peer() or ""
