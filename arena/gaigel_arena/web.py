@@ -1,6 +1,7 @@
 """The live report: ``gaigel arena run --web-port N`` serves the HTML report while the arena runs.
 
-A stdlib HTTP server in a daemon thread renders every request from the journal (a
+A small HTTP server in daemon threads (:class:`LiveReportServer`: bounded threads, a
+request deadline, security headers) renders every request from the journal (a
 reader beside the runner: SQLite WAL and PostgreSQL both allow it), so the page always
 shows the matches finished so far and reloads itself. ``/matches/<id>.html`` is the
 viewer page of a finished match, built from its record on first request and then kept
@@ -13,12 +14,19 @@ played elsewhere has no page, log or bundle yet (404, as if it did not exist).
 
 from __future__ import annotations
 
+import contextlib
 import html
 import http.server
+import io
 import json
+import queue
+import selectors
+import socket
 import threading
+import time
 import urllib.parse
 from pathlib import Path
+from typing import Any, Protocol
 
 from gaigel_arena.journal import DbTarget, JournalError
 from gaigel_arena.report import (
@@ -33,7 +41,7 @@ from gaigel_arena.report import (
     render_html,
 )
 
-__all__ = ["LiveReport", "serve_live_report"]
+__all__ = ["LiveReport", "LiveReportServer", "serve_live_report"]
 
 REFRESH_S = 5
 """How often the live page reloads itself."""
@@ -154,8 +162,44 @@ def _waiting_page(refresh_s: int) -> str:
     )
 
 
-def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
+# Every response carries these. The report page has no script and inline styles (its
+# <style> block and style attributes for the plot's colours); the viewer pages load their
+# script and style from viewer.js and viewer.css and embed the match as a JSON data block,
+# which is not executed, so they need no inline anything.
+_COMMON_CSP = "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+REPORT_CSP = f"default-src 'self'; script-src 'none'; style-src 'self' 'unsafe-inline'; {_COMMON_CSP}"
+VIEWER_CSP = f"default-src 'self'; {_COMMON_CSP}"
+SECURITY_HEADERS = (("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"))
+
+REQUEST_TIMEOUT_S = 10.0
+"""Time a connection has to send its request line and headers, and a response to be written."""
+WORKERS = 32
+"""Threads that render and write responses (connections still sending their request hold none)."""
+MAX_PENDING = 1024
+"""Connections still sending their request; one more closes the one that has waited longest."""
+MAX_QUEUED = 256
+"""Complete requests waiting for a worker; beyond it a request is answered 503 and closed."""
+MAX_HEAD_BYTES = 16 * 1024
+"""Request line and headers; a longer head is answered 431 and closed."""
+
+
+class _Request(Protocol):
+    def __call__(self, head: bytes, conn: socket.socket, address: tuple[str, int], server: Any) -> object: ...
+
+
+def _handler(live: LiveReport) -> _Request:
     class Handler(http.server.BaseHTTPRequestHandler):
+        csp = VIEWER_CSP
+
+        def __init__(self, head: bytes, conn: socket.socket, address: tuple[str, int], server: Any) -> None:
+            self.head = head  # read by the server's selector, within the deadline
+            super().__init__(conn, address, server)  # handles the request
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile.close()
+            self.rfile = io.BytesIO(self.head)
+
         def do_GET(self) -> None:
             path = urllib.parse.unquote(self.path.split("?", 1)[0].split("#", 1)[0])
             parts = path.split("/")[1:]
@@ -170,6 +214,7 @@ def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
                     page, kind = ASSETS[path[len(MATCH_PAGES) + 2 :]]  # the script and style every match page shares
                     kind += "; charset=utf-8"
                 elif path in ("/", "/index.html", "/report.html"):
+                    self.csp = REPORT_CSP
                     page = live.index()
                 elif path.startswith(f"/{MATCH_PAGES}/") and path.endswith(".html"):
                     page = live.match(path[len(MATCH_PAGES) + 2 : -len(".html")])
@@ -177,13 +222,12 @@ def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
                     body = live.log(parts[1], parts[2])
                     # written by an untrusted bot: never to be rendered as a page of this origin
                     kind = "text/plain; charset=utf-8"
-                    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'"}
+                    self.csp = "default-src 'none'"  # (nosniff is on every response)
                 elif len(parts) == 3 and parts[0] == BUNDLE_FOLDER and parts[2].endswith(".zip"):
                     body = live.bundle(parts[1], parts[2][: -len(".zip")])
                     kind = "application/zip"
                     filename = f"{parts[1]}-{parts[2]}".encode("ascii", "replace").decode().replace('"', "_")
                     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
-                    headers["X-Content-Type-Options"] = "nosniff"
             except Exception as e:  # e.g. the database busy for a moment: the page reloads itself
                 self.send_error(503, f"report not available now: {type(e).__name__}")
                 return
@@ -201,20 +245,198 @@ def _handler(live: LiveReport) -> type[http.server.BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
+        def end_headers(self) -> None:
+            """Adds the security headers to every response, errors included."""
+            self.send_header("Content-Security-Policy", self.csp)
+            for name, value in SECURITY_HEADERS:
+                self.send_header(name, value)
+            super().end_headers()
+
         def log_message(self, format: str, *args: object) -> None:
             """Quiet: the arena's own log says what matters."""
 
     return Handler
 
 
-def serve_live_report(target: DbTarget, host: str, port: int) -> http.server.ThreadingHTTPServer:
-    """Starts serving the live report of *target* on *host*:*port* in a daemon thread.
+class LiveReportServer:
+    """The live report's HTTP server: one selector thread reads request heads, a fixed pool of
+    worker threads answers them.
+
+    A connection costs a thread only once its request has fully arrived, so idle or slow
+    clients (slowloris) hold a file descriptor each, up to :data:`MAX_PENDING`, never a
+    thread, and are closed after :data:`REQUEST_TIMEOUT_S`. Requests are GET only: one per
+    connection (HTTP/1.0, no keep-alive), and no body is read.
+    """
+
+    def __init__(
+        self,
+        live: LiveReport,
+        host: str,
+        port: int,
+        *,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+        workers: int = WORKERS,
+        max_pending: int = MAX_PENDING,
+        max_queued: int = MAX_QUEUED,
+    ) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.create_server((host, port), family=family, backlog=128)
+        self.socket.setblocking(False)
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        self.live = live
+        self._handler = _handler(live)
+        self.request_timeout = request_timeout
+        self.max_pending = max_pending
+        self.pending: dict[socket.socket, tuple[float, bytearray]] = {}  # in accept order: oldest first
+        self._jobs: queue.Queue[tuple[socket.socket, bytes] | None] = queue.Queue(max_queued)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stopping = False
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.socket, selectors.EVENT_READ)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._threads = [
+            threading.Thread(target=self._work, name=f"arena-web-{i}", daemon=True) for i in range(workers)
+        ]
+        self._loop = threading.Thread(target=self._serve, name="arena-web", daemon=True)
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+        self._loop.start()
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The server's threads (the selector and the workers)."""
+        return [self._loop, *self._threads]
+
+    # --- the selector thread ---------------------------------------------------------
+
+    def _serve(self) -> None:
+        try:
+            while not self._stopping:
+                timeout = self._expire()
+                for key, _ in self._selector.select(timeout):
+                    if key.fileobj is self.socket:
+                        self._accept()
+                    elif key.fileobj is self._wake_r:
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(64)
+                    else:
+                        self._read(key.fileobj)  # type: ignore[arg-type]
+        finally:
+            for conn in list(self.pending):
+                self._drop(conn)
+            self._selector.close()
+
+    def _expire(self) -> float:
+        """Closes the connections past their deadline; the seconds until the next one's."""
+        now = time.monotonic()
+        while self.pending:  # in accept order, which is deadline order
+            conn, (deadline, _) = next(iter(self.pending.items()))
+            if deadline > now:
+                return deadline - now
+            self._drop(conn)
+        return self.request_timeout
+
+    def _accept(self) -> None:
+        for _ in range(64):  # a burst at a time, so reads and deadlines are not starved
+            try:
+                conn, _ = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. out of descriptors: the client stays in the backlog
+                return
+            conn.setblocking(False)
+            if len(self.pending) >= self.max_pending:
+                self._drop(next(iter(self.pending)))  # the one waiting longest: a real client sends at once
+            self.pending[conn] = (time.monotonic() + self.request_timeout, bytearray())
+            self._selector.register(conn, selectors.EVENT_READ)
+
+    def _read(self, conn: socket.socket) -> None:
+        _, buf = self.pending[conn]
+        try:
+            data = conn.recv(MAX_HEAD_BYTES + 1)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        buf += data
+        end = buf.find(b"\r\n\r\n")
+        if end < 0 and len(buf) <= MAX_HEAD_BYTES:
+            return
+        self._selector.unregister(conn)
+        del self.pending[conn]
+        if end < 0:
+            self._refuse(conn, b"431 Request Header Fields Too Large")
+            return
+        try:
+            self._jobs.put_nowait((conn, bytes(buf[: end + 4])))
+        except queue.Full:
+            self._refuse(conn, b"503 Service Unavailable")
+
+    def _refuse(self, conn: socket.socket, status: bytes) -> None:
+        """A short answer without blocking (best effort), then the connection is closed."""
+        with contextlib.suppress(OSError):
+            conn.send(b"HTTP/1.0 " + status + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        conn.close()
+
+    def _drop(self, conn: socket.socket) -> None:
+        self.pending.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn)
+        conn.close()
+
+    # --- the workers -------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            conn, head = job
+            try:
+                conn.setblocking(True)
+                conn.settimeout(self.request_timeout)  # sendall: the whole response within it
+                self._handler(head, conn, conn.getpeername()[:2], self)
+            except OSError:  # the client went away, or read too slowly
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_WR)
+                conn.close()
+
+    # --- stopping ----------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stops accepting and closes every connection still sending its request; idempotent."""
+        if self._stopping:
+            return
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._loop.is_alive():
+            self._loop.join(5)
+        for _ in self._threads:
+            with contextlib.suppress(queue.Full):
+                self._jobs.put_nowait(None)
+        self.server_close()
+
+    def server_close(self) -> None:
+        """Closes the listening socket (after :meth:`shutdown`)."""
+        for s in (self.socket, self._wake_r, self._wake_w):
+            s.close()
+
+
+def serve_live_report(target: DbTarget, host: str, port: int) -> LiveReportServer:
+    """Starts serving the live report of *target* on *host*:*port* in daemon threads.
 
     Call ``shutdown()`` on the returned server to stop it.
 
     :raises OSError: if the port cannot be bound.
     """
-    server = http.server.ThreadingHTTPServer((host, port), _handler(LiveReport(target)))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="arena-web", daemon=True).start()
+    server = LiveReportServer(LiveReport(target), host, port)
+    server.start()
     return server

@@ -8,7 +8,7 @@ import asyncio
 import os
 from typing import Any
 
-from gaigel.cli import CliError, port_arg, positive_int, seconds_arg
+from gaigel.cli import CliError, number_arg, port_arg, positive_int, seconds_arg
 from gaigel_server.clock import CLOCK_DEFAULTS, Clock
 
 _CLOCK_HELP = {
@@ -166,6 +166,13 @@ def register(sub: Any) -> None:
         help="streams open at once on one connection; clients queue the rest (default %(default)s)",
     )
     p.add_argument(
+        "--max-bot-series",
+        type=number_arg(int, 0, None, "a count"),
+        default=200,  # ServerConfig.max_bot_series (not imported here: it pulls in prometheus_client)
+        help='bots with their own metric series (decision latency); the others share bot="_other", '
+        "so thousands of bots keep /metrics small; 0: all share it (default %(default)s)",
+    )
+    p.add_argument(
         "--watch-without-token",
         action="store_true",
         help="serve WatchMatch without the admin token (public information only)",
@@ -202,6 +209,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tls_key=args.tls_key,
         metrics_port=args.metrics_port or None,
         metrics_address=args.metrics_address,
+        max_bot_series=args.max_bot_series,
         records_dir=args.records,
         max_message_bytes=args.max_message_bytes,
         join_timeout=args.join_timeout,

@@ -1,7 +1,9 @@
 """Prometheus metrics of the server (names ``gaigel_*``, units in names, bounded labels).
 
 Labels are never a match id, seed or token. Every labelled series that is known to exist
-is created up front so it is exported as zero.
+is created up front so it is exported as zero. The per-bot series are capped (``max_bot_series``):
+bots beyond the cap share the series ``bot="_other"``, so thousands of registered bots do not
+make a scrape megabytes long.
 """
 
 from __future__ import annotations
@@ -25,14 +27,22 @@ FAULT_REASONS = (
 )
 TERMINATIONS = MATCH_TERMINATIONS
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+OTHER_BOTS = "_other"
+"""The ``bot`` label value shared by the bots beyond the cap (and by a bot of that very name)."""
+DEFAULT_MAX_BOT_SERIES = 200
+"""Bots with their own series by default: one histogram is 17 lines, about 1.3 KB, per bot."""
 LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
 class ServerMetrics:
     """The metric objects of one server, in *registry* (a private one in tests)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, max_bot_series: int = DEFAULT_MAX_BOT_SERIES) -> None:
+        if max_bot_series < 0:
+            raise ValueError(f"max_bot_series must be 0 or more, got {max_bot_series}")
         self.registry = registry
+        self.max_bot_series = max_bot_series
+        self._bot_series: dict[str, Histogram] = {}  # bot -> its own decision_seconds child (at most the cap)
         self.decisions = Counter(
             "gaigel_decisions_total", "Decisions completed, by outcome.", ["outcome"], registry=registry
         )
@@ -111,14 +121,26 @@ class ServerMetrics:
         for r in ("global_cap", "peer_cap", "preface_timeout", "rapid_reset", "ended"):
             self.connections_refused.labels(r)
 
-    def bot(self, name: str) -> None:
-        """Pre-initialises the per-bot series of *name* (a registered bot)."""
-        self.decision_seconds.labels(name)
+    def bot(self, name: str) -> Histogram:
+        """The decision-latency child of *name* (a registered bot), created as zero if new.
+
+        The one place that labels by bot: the first ``max_bot_series`` bots get their own series,
+        the others share ``bot="_other"``. A bot in ``_other`` gets its own series at a later
+        call (registration, or a match it is seated in) once :meth:`forget_bot` has freed a slot.
+        """
+        child = self._bot_series.get(name)
+        if child is not None:
+            return child
+        if name != OTHER_BOTS and len(self._bot_series) < self.max_bot_series:
+            child = self._bot_series[name] = self.decision_seconds.labels(name)
+            return child
+        return self.decision_seconds.labels(OTHER_BOTS)
 
     def forget_bot(self, name: str) -> None:
-        """Removes the per-bot series of *name* (an unregistered bot), so they do not pile up."""
-        with contextlib.suppress(KeyError):
-            self.decision_seconds.remove(name)
+        """Removes the per-bot series of *name* (an unregistered bot), freeing its slot."""
+        if self._bot_series.pop(name, None) is not None:
+            with contextlib.suppress(KeyError):
+                self.decision_seconds.remove(name)
 
 
-__all__ = ["ServerMetrics"]
+__all__ = ["DEFAULT_MAX_BOT_SERIES", "OTHER_BOTS", "ServerMetrics"]

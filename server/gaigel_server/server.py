@@ -27,7 +27,7 @@ from gaigel_server.clock import Clock
 from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
 from gaigel_server.lobby import Lobby
 from gaigel_server.logging import get_logger
-from gaigel_server.metrics import ServerMetrics
+from gaigel_server.metrics import DEFAULT_MAX_BOT_SERIES, ServerMetrics
 from gaigel_server.servicer import BotServicer, MatchServicer
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -50,6 +50,8 @@ class ServerConfig:
     metrics_port: int | None = None
     """Port of the Prometheus endpoint; None: off, 0: any free port."""
     metrics_address: str = "127.0.0.1"
+    max_bot_series: int = DEFAULT_MAX_BOT_SERIES
+    """Bots with their own metric series; the others share ``bot="_other"`` (0: all share it)."""
     records_dir: str | None = None
     max_message_bytes: int = 64 * 1024
     join_timeout: float = 1.0
@@ -193,7 +195,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         check_writable_dir(Path(config.records_dir), "--records")
     if not config.admin_token:
         config.admin_token = new_token()
-    metrics = ServerMetrics(config.registry or CollectorRegistry())
+    metrics = ServerMetrics(config.registry or CollectorRegistry(), config.max_bot_series)
     registry = BotRegistry(config.bots)
     for name in config.bots:
         metrics.bot(name)

@@ -476,11 +476,12 @@ class Table:
         return item.action_id, used, tuple(flags)
 
     def _latency(self, seat: int) -> Histogram:
-        """The decision-latency histogram child of *seat*'s bot, looked up once per match (its
-        series cannot be removed meanwhile: a seated bot cannot be unregistered)."""
+        """The decision-latency histogram child of *seat*'s bot (its own or ``_other``, see
+        ServerMetrics.bot), looked up once per match (its series cannot be removed meanwhile:
+        a seated bot cannot be unregistered)."""
         child = self._latencies.get(seat)
         if child is None:
-            child = self._latencies[seat] = self.metrics.decision_seconds.labels(self.seat_bot(seat))
+            child = self._latencies[seat] = self.metrics.bot(self.seat_bot(seat))
         return child
 
     async def _await_answer(self, did: str, deadline: float) -> Answer | Forfeited | None:

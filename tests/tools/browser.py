@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-__all__ = ["Dom", "chromium", "dump_dom"]
+__all__ = ["Dom", "chromium", "dump_dom", "render"]
 
 
 def chromium() -> str:
@@ -30,6 +30,12 @@ def chromium() -> str:
 
 def dump_dom(url: str) -> str:
     """The DOM of *url* after its scripts ran, also asynchronously (``--dump-dom``); a ``#fragment`` is kept."""
+    return render(url)[0]
+
+
+def render(url: str) -> tuple[str, str]:
+    """The DOM of *url* as :func:`dump_dom` gives it, and the browser's log (``--enable-logging``):
+    console messages, among them every Content Security Policy violation."""
     browser = chromium()
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
@@ -44,6 +50,8 @@ def dump_dom(url: str) -> str:
                 "--disable-component-update",
                 "--disable-sync",
                 f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--v=0",
                 # wait for the page's asynchronous work (a compact viewer page gunzips its steps
                 # first): the budget is virtual time, spent only while the page is idle
                 "--virtual-time-budget=2000",
@@ -56,7 +64,7 @@ def dump_dom(url: str) -> str:
         )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<html" in done.stdout, done.stderr[-2000:]
-    return done.stdout
+    return done.stdout, done.stderr
 
 
 class Dom(html.parser.HTMLParser):
