@@ -17,6 +17,9 @@ what grpc does not offer:
 * **The caller's address**: grpc sees the door's loopback socket; :meth:`FrontDoor.peer`
   maps it back to the client's address for limits and logs.
 
+grpc's own port is on loopback: local processes can reach it (as they can the arena's loopback
+port for its own bots), so the door's limits are against clients on the network.
+
 Only frame headers (9 bytes) are read, in both directions, so the relay knows frame boundaries
 (GOAWAY may only go between frames); payloads are never parsed or copied apart. With TLS the
 door terminates it (ALPN ``h2``) and relays plaintext to grpc. ``unix:`` listeners bypass the
@@ -421,12 +424,6 @@ class FrontDoor:
                 self.per_peer.pop(link.key, None)
         if self.by_port.get(link.backend_port) is link:
             del self.by_port[link.backend_port]
-
-    def admits(self, grpc_peer: str) -> bool:
-        """False for a TCP call that reached grpc's private port without coming through the door."""
-        if not grpc_peer.startswith(("ipv4:", "ipv6:")):
-            return True  # a unix: listener, reachable only through its socket file
-        return self._link_of(grpc_peer) is not None
 
     def _link_of(self, grpc_peer: str) -> _Link | None:
         _, _, port = grpc_peer.rpartition(":")

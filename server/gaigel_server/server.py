@@ -250,7 +250,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         tls = (cert, key)
     if config.front_door and not address.startswith("unix"):
         sock = listen_socket(address)
-        # grpc listens on a private loopback port; the door refuses calls that bypass it.
+        # grpc listens on a loopback port of its own; the door relays the public address to it.
         backend = server.add_insecure_port("127.0.0.1:0")
         if backend == 0:
             sock.close()

@@ -74,8 +74,6 @@ class Refusal:
     message: str
 
 
-BYPASS = "this server takes calls through its front door only (connect to its public address)"
-
 RECENT_REFUSALS = 16
 """Refusals kept by :class:`BotServicer` (``gaigel try`` and ``check-bot`` name the last one as the cause
 of a bot that never joined); bounded, since a hostile client can cause any number."""
@@ -144,9 +142,6 @@ class BotServicer:
         """One session stream: its first message within the Join timeout (in the budget of
         waiting streams), then counted against the server-wide stream limit."""
         it = request_iterator.__aiter__()
-        if self.door is not None and not self.door.admits(context.peer() or ""):
-            await self._reject(context, grpc.StatusCode.PERMISSION_DENIED, BYPASS)
-            return
         raw = await self._first_message(it, context)
         if raw is None:
             return
@@ -555,8 +550,6 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
     async def _auth(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        if self.door is not None and not self.door.admits(context.peer() or ""):
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, BYPASS)
         token = bearer_token(context.invocation_metadata())
         if not token or not tokens_equal(token, self.admin_token):
             self.metrics.admin_refused.inc()
