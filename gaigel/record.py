@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -142,21 +143,37 @@ def dump_record(record: dict[str, Any], path: str | Path) -> None:
     write_json_atomic(record, path, indent=1)
 
 
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+"""Largest record file read (a 100-hand 6-player record is about 2 MB); larger ones are refused
+before they are read, so /dev/zero or a huge file cannot take the reader's memory."""
+MAX_HANDS = 10_000
+"""Most hands a record may plan: the record tools replay hands in bounded time."""
+
+
 def load_record(path: str | Path) -> dict[str, Any]:
     """Reads and validates a record file.
 
-    :raises RecordError: with a one-line reason for a missing, truncated or foreign file.
+    :raises RecordError: with a one-line reason for a missing, truncated, oversized or foreign file.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise RecordError(f"{path} is not a regular file (a record is a JSON file)")
+            raw = f.read(MAX_RECORD_BYTES + 1)
     except OSError as e:
         raise RecordError(f"cannot read {path}: {e.strerror}") from None
+    if len(raw) > MAX_RECORD_BYTES:
+        raise RecordError(f"{path} is larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB: not a match record")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise RecordError(f"{path} is not a text file") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise RecordError(f"{path} is not valid JSON (truncated or corrupted?): {e.msg} at line {e.lineno}") from None
+    except RecursionError:
+        raise RecordError(f"{path} is nested too deeply to be a match record") from None
     validate_record(data)
     return data  # type: ignore[no-any-return]
 
@@ -184,6 +201,11 @@ def validate_record(data: Any) -> None:
     ):
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
             raise RecordError(f"record field {key!r} is missing or not a {kind.__name__}")
+    planned, held = data["hands_planned"], len(data["hands"])
+    if not 1 <= planned <= MAX_HANDS:
+        raise RecordError(f"record field 'hands_planned' is {planned}: a match plans 1 to {MAX_HANDS} hands")
+    if held > planned:
+        raise RecordError(f"the record holds {held} hands but planned only {planned}")
     try:
         Ruleset.from_dict(data["ruleset"])
     except (RulesetError, TypeError) as e:

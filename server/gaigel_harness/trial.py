@@ -561,7 +561,9 @@ def cmd_rematch(args: argparse.Namespace) -> int:
     from gaigel.record import load_record
 
     record = load_record(args.record)
-    spec = spec_from_record(record)
+    # Replay what the record holds, not what it planned: a hostile record planning 10^9 hands
+    # (or an aborted match that planned many) must not keep the rematch busy past what it can compare.
+    spec = dataclasses.replace(spec_from_record(record), hands=max(1, len(record["hands"])))
     commands: dict[str, list[str]] = {}
     for item in args.bots:
         name, sep, cmd = item.partition("=")
