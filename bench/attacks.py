@@ -127,6 +127,11 @@ class Server:
                     return int(line.split()[1]) / 1024
         return 0.0
 
+    def log_bytes(self) -> int:
+        with contextlib.suppress(OSError):
+            return os.path.getsize(self.log.name)
+        return 0
+
     def fds(self) -> int:
         try:
             return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
@@ -323,9 +328,16 @@ def attack_reset(address: str, seconds: float, sent: Any, rate: float = RESET_RA
         reader, writer = await asyncio.open_connection(host, int(port))
 
         async def drain() -> None:
+            buf = b""
             with contextlib.suppress(ConnectionError, OSError):
-                while await reader.read(65536):
-                    pass
+                while chunk := await reader.read(65536):
+                    buf += chunk
+                    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[0:3], "big"):
+                        size = int.from_bytes(buf[0:3], "big")
+                        if buf[3] == 7:  # GOAWAY
+                            code = int.from_bytes(buf[13:17], "big") if size >= 8 else -1
+                            print(f"reset: GOAWAY (code {code}) after {sent.value} resets", file=sys.stderr, flush=True)
+                        buf = buf[9 + size :]
 
         sink = asyncio.ensure_future(drain())
         writer.write(_settings_start() + _frame(4, 1, 0, b""))
@@ -348,12 +360,175 @@ def attack_reset(address: str, seconds: float, sent: Any, rate: float = RESET_RA
     asyncio.run(main())
 
 
+ATTACKER = "127.0.0.2"
+"""Source address of the issue-22 attacks: another client than the legitimate bots on 127.0.0.1."""
+
+
+def _attacker_socket(address: str, timeout: float = 2.0) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    s = socket.socket()
+    s.bind((ATTACKER, 0))
+    s.settimeout(timeout)
+    s.connect((host, int(port)))
+    return s
+
+
+def attack_slowloris(address: str, seconds: float, sent: Any, connections: int = 20_000) -> None:
+    """Preface-only connections from one address, reopened as the server closes them (issue 22)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    want = min(connections, hard - 256)
+
+    async def main() -> None:
+        end = time.monotonic() + seconds
+        loop = asyncio.get_running_loop()
+
+        async def holder() -> None:
+            while time.monotonic() < end:
+                try:
+                    s = _attacker_socket(address, 0.5)
+                    s.sendall(_settings_start())
+                    s.setblocking(False)
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                sent.value += 1
+                with contextlib.suppress(OSError, TimeoutError):
+                    while await asyncio.wait_for(loop.sock_recv(s, 4096), max(end - time.monotonic(), 0.01)):
+                        pass  # until the server closes it
+                s.close()
+
+        await asyncio.gather(*(holder() for _ in range(min(want, 3000))))  # at once, more than the cap of 2,048
+
+    asyncio.run(main())
+
+
+PLAY_HEADERS = b"".join(
+    _literal(n, v)
+    for n, v in (
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/gaigel.v1.BotService/Play"),
+        (":authority", "127.0.0.1"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    )
+)
+
+
+def attack_churn(address: str, seconds: float, sent: Any, connections: int = 12, streams: int = 250) -> None:
+    """Streams that never Join: 12 connections x 250 streams from one address, each reopened
+    as the server ends it (issue 22)."""
+
+    async def conn(end: float) -> None:
+        try:
+            s = _attacker_socket(address)
+        except OSError:
+            return
+        s.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=s)
+        writer.write(_settings_start() + _frame(4, 1, 0, b""))
+        stream = 1
+
+        def open_one() -> None:
+            nonlocal stream
+            if writer.is_closing():
+                return
+            writer.write(_frame(1, 4, stream, PLAY_HEADERS))
+            stream += 2
+            sent.value += 1
+
+        for _ in range(streams):
+            open_one()
+        buf = b""
+        with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+            while time.monotonic() < end and stream < 2**31 - 1000:
+                chunk = await asyncio.wait_for(reader.read(65536), max(end - time.monotonic(), 0.01))
+                if not chunk or writer.is_closing():
+                    break
+                buf += chunk
+                while len(buf) >= 9:
+                    size = int.from_bytes(buf[0:3], "big")
+                    if len(buf) < 9 + size:
+                        break
+                    kind, flags = buf[3], buf[4]
+                    if (kind == 1 and flags & 1) or kind == 3:  # trailers or RST_STREAM: the stream ended
+                        open_one()
+                    elif kind == 4 and not flags & 1 and not writer.is_closing():
+                        writer.write(_frame(4, 1, 0, b""))  # SETTINGS ack
+                    elif kind == 6 and not flags & 1 and not writer.is_closing():
+                        writer.write(_frame(6, 1, 0, buf[9 : 9 + size]))  # PING ack
+                    buf = buf[9 + size :]
+                await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:  # reconnect what the server closes
+            await asyncio.gather(*(conn(end) for _ in range(connections)))
+
+    asyncio.run(main())
+
+
+def attack_logflood(address: str, seconds: float, sent: Any) -> None:
+    """Joins with a 60 KB bot_name and a wrong token, as fast as they are refused (issue 22)."""
+
+    async def one(channel: grpc.aio.Channel, end: float, codes: dict[str, int]) -> None:
+        join = bs.PlayRequest(join=bs.Join(bot_name="n" * 60_000, bot_token="wrong-token", protocol_version=1))
+        while time.monotonic() < end:
+            call = _open_play(channel)
+            try:
+                await call.write(join)
+                await asyncio.wait_for(call.read(), 5)
+            except grpc.aio.AioRpcError as e:
+                codes[e.code().name] = codes.get(e.code().name, 0) + 1
+            except (TimeoutError, asyncio.InvalidStateError):
+                pass
+            sent.value += 1
+            call.cancel()
+
+    async def main() -> None:
+        end = time.monotonic() + seconds
+        codes: dict[str, int] = {}
+        async with grpc.aio.insecure_channel(address) as ch:
+            await asyncio.gather(*(one(ch, end, codes) for _ in range(16)))
+        print(f"logflood refusals by code: {json.dumps(codes)}", file=sys.stderr, flush=True)
+
+    asyncio.run(main())
+
+
+def attack_sessions(address: str, seconds: float, sent: Any) -> None:
+    """One valid token opening sessions past its limit (64) again and again, never reading (issue 22)."""
+
+    async def one(channel: grpc.aio.Channel, end: float) -> None:
+        while time.monotonic() < end:
+            call = _open_play(channel)
+            with contextlib.suppress(grpc.aio.AioRpcError, TimeoutError, asyncio.InvalidStateError):
+                await call.write(_join("hostile"))
+                sent.value += 1
+                await asyncio.wait_for(call.code(), max(end - time.monotonic(), 0.01))
+            call.cancel()
+
+    async def main() -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            async with grpc.aio.insecure_channel(address) as ch:  # a new connection when one is ended
+                await asyncio.gather(*(one(ch, end) for _ in range(128)))
+
+    asyncio.run(main())
+
+
 ATTACKS: dict[str, Callable[..., None]] = {
     "memory": attack_memory,
     "prejoin": attack_prejoin,
     "idle": attack_idle,
     "reset": attack_reset,
+    "slowloris": attack_slowloris,
+    "churn": attack_churn,
+    "logflood": attack_logflood,
+    "sessions": attack_sessions,
 }
+ISSUE22 = ("slowloris", "churn", "logflood", "sessions", "reset")
 
 
 # --- one measured run ------------------------------------------------------------------------
@@ -381,6 +556,15 @@ async def _probe_joins(address: str, count: int, spacing: float) -> dict[str, in
 
 async def _probe_resume(address: str, away: float) -> str:
     """A bot in a match drops its stream and Resumes *away* seconds later: OK, or what failed."""
+    try:
+        return await _resume_once(address, away)
+    except grpc.aio.AioRpcError as e:
+        return f"before the drop: {e.code().name}: {e.details()}"
+    except TimeoutError:
+        return "before the drop: timeout"
+
+
+async def _resume_once(address: str, away: float) -> str:
     md = (("authorization", f"Bearer {ADMIN}"),)
     async with grpc.aio.insecure_channel(address) as ch:
         call = _open_play(ch)
@@ -413,6 +597,31 @@ async def _probe_resume(address: str, away: float) -> str:
             again.cancel()
 
 
+async def _health_counts(address: str, until: float, probes: dict[str, Any]) -> None:
+    """A health check on a new connection every second through the attack, counted by result."""
+    counts: dict[str, int] = {}
+    while time.monotonic() < until:
+        began = time.monotonic()
+        result = await asyncio.to_thread(health, address, 2.0)
+        counts[result] = counts.get(result, 0) + 1
+        await asyncio.sleep(max(0.0, began + 1.0 - time.monotonic()))
+    probes["health_on_new_connections"] = counts
+
+
+async def _probe_create(address: str) -> float | str:
+    """Seconds a CreateMatch takes on a new connection (its deadline is 5 s), or the failure."""
+    md = (("authorization", f"Bearer {ADMIN}"),)
+    began = time.monotonic()
+    try:
+        async with grpc.aio.insecure_channel(address) as ch:
+            await ms_grpc.MatchServiceStub(ch).ListMatches(ms.ListMatchesRequest(page_size=1), metadata=md, timeout=5)
+            req = ms.CreateMatchRequest(players=2, seat_bots=["house:first", "house:random"], hands=1, seed=9)
+            await ms_grpc.MatchServiceStub(ch).CreateMatch(req, metadata=md, timeout=5)
+    except grpc.aio.AioRpcError as e:
+        return f"{e.code().name} after {time.monotonic() - began:.1f} s"
+    return round(time.monotonic() - began, 3)
+
+
 def measure(name: str, tree: Path, attack: str, seconds: float, extra: list[str], reset_rate: float) -> dict[str, Any]:
     nofile = 1024 if attack == "idle" else None
     with tempfile.TemporaryDirectory(prefix=f"attack-{attack}-{name}-") as tmp:
@@ -439,6 +648,14 @@ async def _measure(server: Server, attack: str, seconds: float, reset_rate: floa
     peak = {"rss": rss_before, "fds": float(server.fds())}
     sampler = asyncio.ensure_future(_sample(server, peak))  # all along, probes included
     probes: dict[str, Any] = {}
+    if attack in ISSUE22:
+        log_before = server.log_bytes()
+        watch = asyncio.ensure_future(_health_counts(server.address, t0 + seconds, probes))
+        await asyncio.sleep(3.0)
+        probes["resume_within_grace"] = await _probe_resume(server.address, 1.0)
+        probes["create_match_s"] = await _probe_create(server.address)
+        await watch
+        probes["server_log_bytes_during_attack"] = server.log_bytes() - log_before
     if attack == "prejoin":
         await asyncio.sleep(3.0)
         probes["joins"] = await _probe_joins(server.address, 30, 0.2)
@@ -489,7 +706,7 @@ async def _sample(server: Server, peak: dict[str, float]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("attack", choices=[*ATTACKS, "all"])
+    p.add_argument("attack", choices=[*ATTACKS, "all", "issue22"])
     p.add_argument("--seconds", type=float, default=20.0, help="length of each attack (default 20)")
     p.add_argument("--before", default="96bbe3f", help="git revision of the 'before' server (default 96bbe3f)")
     p.add_argument("--only", choices=("before", "after"), help="measure one server only")
@@ -505,12 +722,15 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="attack-before-") as tmp:
         trees = {"before": source_tree(args.before, Path(tmp)), "after": REPO}
-        for attack in [*ATTACKS] if args.attack == "all" else [args.attack]:
+        chosen = {"all": [*ATTACKS], "issue22": list(ISSUE22)}.get(args.attack, [args.attack])
+        for attack in chosen:
             extra_after = ["--idle-timeout", "5"] if attack == "idle" else []
+            if attack == "logflood":  # the refusals are INFO lines: the point is what reaches the log
+                extra_after = ["--log-level", "info"]
             for name in ("before", "after"):
                 if args.only and name != args.only:
                     continue
-                extra = extra_after if name == "after" else []
+                extra = extra_after if name == "after" or attack == "logflood" else []
                 r = measure(name, trees[name], attack, args.seconds, extra, args.reset_rate)
                 results.setdefault(attack, {})[name] = r
                 print(f"{attack:8s} {name:6s} {json.dumps(r)}", flush=True)

@@ -134,8 +134,8 @@ def _goaway_code(data: bytes) -> int | None:
 
 
 def test_rapid_reset_gets_goaway_and_leaves_no_traceback() -> None:
-    """Streams opened and reset at once: GOAWAY (ENHANCE_YOUR_CALM) past the budget, the
-    connection closed; no 'exception was never retrieved' on the server's loop, and a bot plays on."""
+    """Streams opened and reset at once: GOAWAY (ENHANCE_YOUR_CALM) past the reset budget, the
+    connection closed, then the address's connections refused past its stream budget; no 'exception was never retrieved' on the server's loop, and a bot plays on."""
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
@@ -143,7 +143,7 @@ def test_rapid_reset_gets_goaway_and_leaves_no_traceback() -> None:
         loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
         async with running_server() as (server, port):
             codes = []
-            for _ in range(3):
+            for _ in range(2):
                 reader, writer = await _raw(port)
                 burst = b"".join(
                     _frame(0x1, 0x4, s, PLAY_HEADERS) + _frame(0x3, 0, s, (8).to_bytes(4, "big"))
@@ -158,8 +158,16 @@ def test_rapid_reset_gets_goaway_and_leaves_no_traceback() -> None:
                         got += chunk
                 codes.append(_goaway_code(got))
                 writer.close()
-            assert codes == [0xB, 0xB, 0xB], codes
-            assert server.door is not None and server.door.resets_refused == 3
+            assert codes == [0xB, 0xB], codes
+            # The first connection spent the reset budget (500); the second the rest of the address's
+            # stream budget (1,000); its next connection is closed at accept; a bot elsewhere plays on.
+            assert server.door is not None and server.door.resets_refused == 1
+            reader, writer = await _raw(port)
+            assert await _closed_within(reader, 2.0)
+            writer.close()
+            refused = server.metrics.connections_refused
+            assert refused.labels("rapid_reset")._value.get() == 1
+            assert refused.labels("stream_rate")._value.get() == 2
             bot = ScriptedBot(port, "alpha")
             task = asyncio.create_task(bot.run())
             admin = Admin(port)
