@@ -10,8 +10,9 @@ what grpc does not offer:
   refused at accept, so one client cannot take the capacity that others need.
 * **A preface deadline**: a connection that has not sent the HTTP/2 preface within
   ``preface_timeout`` seconds is closed (slowloris before HTTP/2).
-* **Stream churn**: the new streams of one address (HEADERS frames) in a token bucket: past
-  it, GOAWAY, and its new connections are refused until the bucket refills.
+* **Churn**: the new streams of one connection (HEADERS frames) in a token bucket, past which
+  that connection gets GOAWAY, and the new connections of one address in another, past which
+  they are closed at accept: a client cannot answer GOAWAY by reconnecting at once.
 * **Rapid reset**: the client's RST_STREAM frames are counted per connection in a token
   bucket; past it the client gets GOAWAY (ENHANCE_YOUR_CALM) and the connection is closed.
 * **Ending one connection**: the servicer can end the connection a call came on
@@ -48,7 +49,7 @@ HEADERS = 0x1
 ENHANCE_YOUR_CALM = 0xB
 NO_ERROR = 0x0
 MAX_TRACKED_PEERS = 65536
-"""Addresses whose stream budget is remembered (the least recently seen beyond are forgotten)."""
+"""Addresses whose connection budget is remembered (the least recently seen beyond are forgotten)."""
 HIGH_WATER = 256 * 1024
 """Bytes buffered towards one side before the other side's reading pauses (flow control)."""
 
@@ -66,11 +67,14 @@ class DoorLimits:
     resets_per_s: float = 100.0
     reset_burst: float = 500.0
     """Client RST_STREAM frames one connection may send: a burst, then this rate; beyond: GOAWAY."""
-    streams_per_s: float = 200.0
-    stream_burst: float = 1000.0
-    """New streams one address may open, all its connections together: a burst, then this rate.
-    Beyond it the connection that opened one more gets GOAWAY, and the address's new connections
-    are refused until its budget refills (a bot opens one stream per session)."""
+    streams_per_s: float = 50.0
+    stream_burst: float = 100.0
+    """New streams one connection may open: a burst, then this rate; beyond it that connection
+    (only: others of the same address are not touched) gets GOAWAY. A bot opens one per session."""
+    connects_per_s: float = 8.0
+    connect_burst: float = 64.0
+    """New connections one address may open: a burst, then this rate; beyond, closed at accept
+    (open connections are not touched), so GOAWAY cannot be answered by reconnecting at once."""
     refusing_for: float = 5.0
     """Seconds :meth:`FrontDoor.refusing` stays true after the last connection refused at the global cap."""
 
@@ -190,6 +194,8 @@ class _Link(asyncio.Protocol):
         self.last_stream = 0
         self.tokens = door.limits.reset_burst
         self.tokens_at = self.opened
+        self.streams = door.limits.stream_burst
+        self.streams_at = self.opened
         self.ending = False
         self.code = NO_ERROR
         self.closed = False
@@ -261,7 +267,11 @@ class _Link(asyncio.Protocol):
     def _client_frame(self, kind: int, flags: int, stream: int) -> None:
         if kind == HEADERS and stream > self.last_stream:
             self.last_stream = stream
-            if not self.door.take_stream(self.key) and not self.ending:
+            limits = self.door.limits
+            now = time.monotonic()
+            self.streams = min(limits.stream_burst, self.streams + (now - self.streams_at) * limits.streams_per_s) - 1
+            self.streams_at = now
+            if self.streams < 0 and not self.ending:
                 self.door.count("stream_rate")
                 self.end(ENHANCE_YOUR_CALM)
         elif kind == RST_STREAM:
@@ -365,7 +375,7 @@ class FrontDoor:
         self.preface_timeouts = 0
         self.ended = 0
         self._refused_at = -1e9
-        self._streams: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._connects: OrderedDict[str, tuple[float, float]] = OrderedDict()
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -407,8 +417,8 @@ class FrontDoor:
             self._refused_at = time.monotonic()
             self.count("global_cap")
             return False
-        if self._stream_budget(link.key) < 1:
-            self.count("stream_rate")
+        if not self._take_connect(link.key):
+            self.count("connect_rate")
             return False
         held = self.per_peer.get(link.key, 0)
         if held >= self.limits.per_peer:
@@ -419,21 +429,16 @@ class FrontDoor:
         self.links.add(link)
         return True
 
-    def _stream_budget(self, key: str) -> float:
-        """The new streams *key* may open now (its bucket refilled up to the burst)."""
+    def _take_connect(self, key: str) -> bool:
+        """Takes one new connection from *key*'s budget; False when it is spent."""
         now = time.monotonic()
-        tokens, at = self._streams.pop(key, (self.limits.stream_burst, now))
-        tokens = min(self.limits.stream_burst, tokens + (now - at) * self.limits.streams_per_s)
-        self._streams[key] = (tokens, now)  # most recently used last
-        while len(self._streams) > MAX_TRACKED_PEERS:
-            self._streams.popitem(last=False)
-        return tokens
-
-    def take_stream(self, key: str) -> bool:
-        """Takes one new stream from *key*'s budget; False when it is spent."""
-        tokens = self._stream_budget(key) - 1
-        self._streams[key] = (tokens, self._streams[key][1])
-        return tokens >= 0
+        tokens, at = self._connects.pop(key, (self.limits.connect_burst, now))
+        tokens = min(self.limits.connect_burst, tokens + (now - at) * self.limits.connects_per_s)
+        ok = tokens >= 1
+        self._connects[key] = (tokens - 1 if ok else tokens, now)  # most recently seen last
+        while len(self._connects) > MAX_TRACKED_PEERS:
+            self._connects.popitem(last=False)
+        return ok
 
     def connect(self, link: _Link) -> None:
         asyncio.get_running_loop().create_task(self._connect(link))
