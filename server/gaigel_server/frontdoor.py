@@ -10,9 +10,10 @@ what grpc does not offer:
   refused at accept, so one client cannot take the capacity that others need.
 * **A preface deadline**: a connection that has not sent the HTTP/2 preface within
   ``preface_timeout`` seconds is closed (slowloris before HTTP/2).
-* **Churn**: the new streams of one connection (HEADERS frames) in a token bucket, past which
-  that connection gets GOAWAY, and the new connections of one address in another, past which
-  they are closed at accept: a client cannot answer GOAWAY by reconnecting at once.
+* **Churn**: the streams of one connection that the server ended before their Join (told by
+  the servicer, :meth:`FrontDoor.strike`) in a token bucket, past which that connection gets
+  GOAWAY, and the new connections of one address in another, past which they are closed at
+  accept: a client cannot answer GOAWAY by reconnecting at once.
 * **Rapid reset**: the client's RST_STREAM frames are counted per connection in a token
   bucket; past it the client gets GOAWAY (ENHANCE_YOUR_CALM) and the connection is closed.
 * **Ending one connection**: the servicer can end the connection a call came on
@@ -67,12 +68,13 @@ class DoorLimits:
     resets_per_s: float = 100.0
     reset_burst: float = 500.0
     """Client RST_STREAM frames one connection may send: a burst, then this rate; beyond: GOAWAY."""
-    streams_per_s: float = 50.0
-    stream_burst: float = 100.0
-    """New streams one connection may open: a burst, then this rate; beyond it that connection
-    (only: others of the same address are not touched) gets GOAWAY. A bot opens one per session."""
-    connects_per_s: float = 8.0
-    connect_burst: float = 64.0
+    churn_per_s: float = 20.0
+    churn_burst: float = 100.0
+    """Streams of one connection that the server ended before their Join (evicted or timed out):
+    a burst, then this rate; beyond it that connection (only) gets GOAWAY. Streams that do join,
+    and unary calls, cost nothing here, so a client polling GetMatch is never cut."""
+    connects_per_s: float = 200.0
+    connect_burst: float = 1000.0
     """New connections one address may open: a burst, then this rate; beyond, closed at accept
     (open connections are not touched), so GOAWAY cannot be answered by reconnecting at once."""
     refusing_for: float = 5.0
@@ -194,8 +196,8 @@ class _Link(asyncio.Protocol):
         self.last_stream = 0
         self.tokens = door.limits.reset_burst
         self.tokens_at = self.opened
-        self.streams = door.limits.stream_burst
-        self.streams_at = self.opened
+        self.churn = door.limits.churn_burst
+        self.churn_at = self.opened
         self.ending = False
         self.code = NO_ERROR
         self.closed = False
@@ -267,13 +269,6 @@ class _Link(asyncio.Protocol):
     def _client_frame(self, kind: int, flags: int, stream: int) -> None:
         if kind == HEADERS and stream > self.last_stream:
             self.last_stream = stream
-            limits = self.door.limits
-            now = time.monotonic()
-            self.streams = min(limits.stream_burst, self.streams + (now - self.streams_at) * limits.streams_per_s) - 1
-            self.streams_at = now
-            if self.streams < 0 and not self.ending:
-                self.door.count("stream_rate")
-                self.end(ENHANCE_YOUR_CALM)
         elif kind == RST_STREAM:
             limits = self.door.limits
             now = time.monotonic()
@@ -476,6 +471,19 @@ class FrontDoor:
         """The per-peer limit key of the client behind *grpc_peer*."""
         link = self._link_of(grpc_peer)
         return link.key if link is not None else grpc_peer
+
+    def strike(self, grpc_peer: str) -> None:
+        """The server ended a stream of *grpc_peer*'s connection before its Join (churn): past the
+        connection's budget, GOAWAY to it."""
+        link = self._link_of(grpc_peer)
+        if link is None or link.ending:
+            return
+        now = time.monotonic()
+        link.churn = min(self.limits.churn_burst, link.churn + (now - link.churn_at) * self.limits.churn_per_s) - 1
+        link.churn_at = now
+        if link.churn < 0:
+            self.count("churn")
+            link.end(ENHANCE_YOUR_CALM)
 
     def end(self, grpc_peer: str) -> bool:
         """Ends (GOAWAY, then close) the client connection behind *grpc_peer*; False if unknown."""

@@ -93,7 +93,7 @@ class ServerMetrics:
         )
         self.connections_refused = Counter(
             "gaigel_connections_refused_total",
-            "TCP connections the front door refused or ended: global_cap, peer_cap, connect_rate, stream_rate, "
+            "TCP connections the front door refused or ended: global_cap, peer_cap, connect_rate, churn, "
             "preface_timeout, "
             "rapid_reset (GOAWAY) or ended (a token past its session limit, GOAWAY).",
             ["reason"],
@@ -119,7 +119,7 @@ class ServerMetrics:
             self.matches.labels(t)
         for r in ("accepted", "rejected"):
             self.sessions.labels(r)
-        for r in ("global_cap", "peer_cap", "connect_rate", "stream_rate", "preface_timeout", "rapid_reset", "ended"):
+        for r in ("global_cap", "peer_cap", "connect_rate", "churn", "preface_timeout", "rapid_reset", "ended"):
             self.connections_refused.labels(r)
 
     def bot(self, name: str) -> Histogram:
