@@ -304,23 +304,26 @@ def attack_idle(address: str, seconds: float, sent: Any, connections: int = 1500
         s.close()
 
 
+PLAY_HEADERS = b"".join(
+    _literal(n, v)
+    for n, v in (
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/gaigel.v1.BotService/Play"),
+        (":authority", "127.0.0.1"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    )
+)
+
+
 RESET_RATE = 5400.0
 """Reset streams per second of the reset attack: the rate of the report (103,000 in 19 s);
 ``--reset-rate 0`` sends as fast as the socket takes them."""
 
 
 def attack_reset(address: str, seconds: float, sent: Any, rate: float = RESET_RATE) -> None:
-    headers = b"".join(
-        _literal(n, v)
-        for n, v in (
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":path", "/gaigel.v1.BotService/Play"),
-            (":authority", "127.0.0.1"),
-            ("content-type", "application/grpc"),
-            ("te", "trailers"),
-        )
-    )
+    headers = PLAY_HEADERS
     cancel = (8).to_bytes(4, "big")
 
     async def main() -> None:
@@ -401,19 +404,6 @@ def attack_slowloris(address: str, seconds: float, sent: Any, connections: int =
         await asyncio.gather(*(holder() for _ in range(min(want, 3000))))  # at once, more than the cap of 2,048
 
     asyncio.run(main())
-
-
-PLAY_HEADERS = b"".join(
-    _literal(n, v)
-    for n, v in (
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", "/gaigel.v1.BotService/Play"),
-        (":authority", "127.0.0.1"),
-        ("content-type", "application/grpc"),
-        ("te", "trailers"),
-    )
-)
 
 
 def attack_churn(address: str, seconds: float, sent: Any, connections: int = 12, streams: int = 250) -> None:

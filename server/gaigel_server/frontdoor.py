@@ -43,6 +43,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from gaigel_server.guard import TokenBucket
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 RST_STREAM = 0x3
 GOAWAY = 0x7
@@ -194,14 +196,11 @@ class _Link(asyncio.Protocol):
         self.preface_done = False
         self.opened = time.monotonic()
         self.last_stream = 0
-        self.tokens = door.limits.reset_burst
-        self.tokens_at = self.opened
-        self.churn = door.limits.churn_burst
-        self.churn_at = self.opened
+        self.resets = TokenBucket(door.limits.resets_per_s, door.limits.reset_burst)
+        self.churn = TokenBucket(door.limits.churn_per_s, door.limits.churn_burst)
         self.ending = False
         self.code = NO_ERROR
         self.closed = False
-        self.counted = False
         self.up = _Scanner(self._client_frame)
         self.down = _Scanner(None)
 
@@ -217,7 +216,6 @@ class _Link(asyncio.Protocol):
         if not self.door.admit(self):
             transport.abort()
             return
-        self.counted = True
         transport.set_write_buffer_limits(HIGH_WATER)
         self.door.connect(self)
 
@@ -269,15 +267,10 @@ class _Link(asyncio.Protocol):
     def _client_frame(self, kind: int, flags: int, stream: int) -> None:
         if kind == HEADERS and stream > self.last_stream:
             self.last_stream = stream
-        elif kind == RST_STREAM:
-            limits = self.door.limits
-            now = time.monotonic()
-            self.tokens = min(limits.reset_burst, self.tokens + (now - self.tokens_at) * limits.resets_per_s) - 1
-            self.tokens_at = now
-            if self.tokens < 0 and not self.ending:
-                self.door.resets_refused += 1
-                self.door.count("rapid_reset")
-                self.end(ENHANCE_YOUR_CALM)
+        elif kind == RST_STREAM and not self.resets.take() and not self.ending:
+            self.door.resets_refused += 1
+            self.door.count("rapid_reset")
+            self.end(ENHANCE_YOUR_CALM)
 
     # --- grpc side -----------------------------------------------------------------------
 
@@ -370,7 +363,7 @@ class FrontDoor:
         self.preface_timeouts = 0
         self.ended = 0
         self._refused_at = -1e9
-        self._connects: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._connects: OrderedDict[str, TokenBucket] = OrderedDict()
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -426,11 +419,9 @@ class FrontDoor:
 
     def _take_connect(self, key: str) -> bool:
         """Takes one new connection from *key*'s budget; False when it is spent."""
-        now = time.monotonic()
-        tokens, at = self._connects.pop(key, (self.limits.connect_burst, now))
-        tokens = min(self.limits.connect_burst, tokens + (now - at) * self.limits.connects_per_s)
-        ok = tokens >= 1
-        self._connects[key] = (tokens - 1 if ok else tokens, now)  # most recently seen last
+        bucket = self._connects.pop(key, None) or TokenBucket(self.limits.connects_per_s, self.limits.connect_burst)
+        self._connects[key] = bucket  # most recently seen last
+        ok = bucket.take()
         while len(self._connects) > MAX_TRACKED_PEERS:
             self._connects.popitem(last=False)
         return ok
@@ -478,10 +469,7 @@ class FrontDoor:
         link = self._link_of(grpc_peer)
         if link is None or link.ending:
             return
-        now = time.monotonic()
-        link.churn = min(self.limits.churn_burst, link.churn + (now - link.churn_at) * self.limits.churn_per_s) - 1
-        link.churn_at = now
-        if link.churn < 0:
+        if not link.churn.take():
             self.count("churn")
             link.end(ENHANCE_YOUR_CALM)
 

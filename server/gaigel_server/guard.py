@@ -90,6 +90,30 @@ class ByteBudget:
         return 0.0 if self._level >= 0 else -self._level / self.rate
 
 
+class TokenBucket:
+    """*burst* tokens, refilled at *rate* per second: :meth:`take` says whether one is left.
+    The front door's budgets (resets and churn per connection, connections per address)."""
+
+    __slots__ = ("_at", "_clock", "_level", "burst", "rate")
+
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._level = burst
+        self._at = clock()
+
+    def take(self) -> bool:
+        """Takes one token; False (and nothing taken) when none is left."""
+        now = self._clock()
+        self._level = min(self.burst, self._level + (now - self._at) * self.rate)
+        self._at = now
+        if self._level < 1:
+            return False
+        self._level -= 1
+        return True
+
+
 class RateLimitedLog:
     """Logs an event at most *burst* times per *interval* seconds; the next line carries how
     many were not logged (``suppressed_since_last``).
@@ -200,4 +224,4 @@ class Backoff:
         self._state.pop(key, None)
 
 
-__all__ = ["MAX_ECHO", "Backoff", "ByteBudget", "PendingStreams", "RateLimitedLog", "clip"]
+__all__ = ["MAX_ECHO", "Backoff", "ByteBudget", "PendingStreams", "RateLimitedLog", "TokenBucket", "clip"]
