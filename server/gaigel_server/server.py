@@ -304,20 +304,30 @@ def raise_descriptor_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
 
 
+def _resolve(address: str, what: str) -> tuple[int, int, int, Any, str]:
+    """Family, type, protocol, socket address and host of "host:port" (IPv6 hosts in brackets,
+    no host: every interface).
+
+    :raises ValueError: one line starting with *what* and *address*.
+    """
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"{what} {address}: expected host:port")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host or None, int(port_text), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise ValueError(f"{what} {address}: cannot resolve {host!r}: {e}") from None
+    family, kind, proto, _, where = infos[0]
+    return family, kind, proto, where, host
+
+
 def listen_socket(address: str) -> socket.socket:
     """A listening TCP socket on *address* ("host:port", IPv6 hosts in brackets, port 0: any).
 
     :raises ValueError: one line naming the address that cannot be bound.
     """
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not port_text.isdigit():
-        raise ValueError(f"cannot bind {address}: expected host:port")
-    host = host.strip("[]")
-    try:
-        infos = socket.getaddrinfo(host or None, int(port_text), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as e:
-        raise ValueError(f"cannot bind {address}: cannot resolve {host!r}: {e}") from None
-    family, kind, proto, _, where = infos[0]
+    family, kind, proto, where, host = _resolve(address, "cannot bind")
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -359,15 +369,7 @@ def check_bindable(address: str, flag: str) -> None:
 
     :raises ValueError: when the address cannot be bound.
     """
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not port_text.isdigit():
-        raise ValueError(f"{flag} {address}: expected host:port")
-    host = host.strip("[]") or "0.0.0.0"
-    try:
-        infos = socket.getaddrinfo(host, int(port_text), type=socket.SOCK_STREAM)
-    except OSError as e:
-        raise ValueError(f"{flag} {address}: cannot resolve {host!r}: {e}") from None
-    family, kind, proto, _, where = infos[0]
+    family, kind, proto, where, _ = _resolve(address, flag)
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc and http.server do
         try:
