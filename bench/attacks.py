@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import multiprocessing as mp
 import os
@@ -88,7 +89,9 @@ def source_tree(revision: str, into: Path) -> Path:
 class Server:
     """A ``gaigel serve`` subprocess of one source tree."""
 
-    def __init__(self, tree: Path, workdir: Path, extra: list[str], nofile: int | None = None) -> None:
+    def __init__(
+        self, tree: Path, workdir: Path, extra: list[str], nofile: int | None = None, cpus: set[int] | None = None
+    ) -> None:
         self.port = _free_port()
         bots = workdir / "bots.json"
         bots.write_text(json.dumps(BOTS))
@@ -105,6 +108,8 @@ class Server:
         ]
 
         def limit() -> None:
+            if cpus:
+                os.sched_setaffinity(0, cpus)
             if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
@@ -126,6 +131,10 @@ class Server:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
         return 0.0
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process has used so far."""
+        return _cpu_s(self.proc.pid)
 
     def log_bytes(self) -> int:
         with contextlib.suppress(OSError):
@@ -406,9 +415,12 @@ def attack_slowloris(address: str, seconds: float, sent: Any, connections: int =
     asyncio.run(main())
 
 
-def attack_churn(address: str, seconds: float, sent: Any, connections: int = 12, streams: int = 250) -> None:
+def attack_churn(
+    address: str, seconds: float, sent: Any, connections: int = 12, streams: int = 250, bad_ack: bool = False
+) -> None:
     """Streams that never Join: 12 connections x 250 streams from one address, each reopened
-    as the server ends it (issue 22)."""
+    as the server ends it (issue 22). *sent* counts the streams the server ended. *bad_ack*:
+    each connection also sends a SETTINGS ack nobody asked for, a connection error for grpc."""
 
     async def conn(end: float) -> None:
         try:
@@ -417,7 +429,7 @@ def attack_churn(address: str, seconds: float, sent: Any, connections: int = 12,
             return
         s.setblocking(False)
         reader, writer = await asyncio.open_connection(sock=s)
-        writer.write(_settings_start() + _frame(4, 1, 0, b""))
+        writer.write(_settings_start() + (_frame(4, 1, 0, b"") if bad_ack else b""))  # the server's is acked below
         stream = 1
 
         def open_one() -> None:
@@ -426,10 +438,10 @@ def attack_churn(address: str, seconds: float, sent: Any, connections: int = 12,
                 return
             writer.write(_frame(1, 4, stream, PLAY_HEADERS))
             stream += 2
-            sent.value += 1
 
         for _ in range(streams):
             open_one()
+        ended: set[int] = set()
         buf = b""
         with contextlib.suppress(ConnectionError, OSError, TimeoutError):
             while time.monotonic() < end and stream < 2**31 - 1000:
@@ -442,7 +454,10 @@ def attack_churn(address: str, seconds: float, sent: Any, connections: int = 12,
                     if len(buf) < 9 + size:
                         break
                     kind, flags = buf[3], buf[4]
-                    if (kind == 1 and flags & 1) or kind == 3:  # trailers or RST_STREAM: the stream ended
+                    sid = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                    if ((kind == 1 and flags & 1) or kind == 3) and sid not in ended:  # trailers or RST_STREAM
+                        ended.add(sid)  # one new stream for each that ended, so 250 stay open
+                        sent.value += 1  # counted as the server ends them: work it did
                         open_one()
                     elif kind == 4 and not flags & 1 and not writer.is_closing():
                         writer.write(_frame(4, 1, 0, b""))  # SETTINGS ack
@@ -515,6 +530,7 @@ ATTACKS: dict[str, Callable[..., None]] = {
     "reset": attack_reset,
     "slowloris": attack_slowloris,
     "churn": attack_churn,
+    "badack": functools.partial(attack_churn, bad_ack=True),
     "logflood": attack_logflood,
     "sessions": attack_sessions,
 }
@@ -612,28 +628,62 @@ async def _probe_create(address: str) -> float | str:
     return round(time.monotonic() - began, 3)
 
 
-def measure(name: str, tree: Path, attack: str, seconds: float, extra: list[str], reset_rate: float) -> dict[str, Any]:
+def _cpu_s(pid: int) -> float:
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def cpu_split(pin: bool) -> tuple[set[int] | None, set[int] | None]:
+    """The cores of the server and legitimate bots, and the attacker's: with *pin* the attacker
+    gets a core of its own (as it would be another machine), the rest share the others."""
+    cores = sorted(os.sched_getaffinity(0))
+    if not pin or len(cores) < 2:
+        return None, None
+    return set(cores[:-1]), {cores[-1]}
+
+
+def _pinned(cpus: set[int] | None, target: Callable[..., None], *args: Any) -> None:
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    target(*args)
+
+
+def measure(
+    name: str, tree: Path, attack: str, seconds: float, extra: list[str], reset_rate: float, pin: bool = True
+) -> dict[str, Any]:
     nofile = 1024 if attack == "idle" else None
+    home, away = cpu_split(pin)
+    mine = os.sched_getaffinity(0)
+    if home:
+        os.sched_setaffinity(0, home)
     with tempfile.TemporaryDirectory(prefix=f"attack-{attack}-{name}-") as tmp:
-        server = Server(tree, Path(tmp), extra, nofile)
+        server = Server(tree, Path(tmp), extra, nofile, home)
         try:
-            return asyncio.run(_measure(server, attack, seconds, reset_rate))
+            return asyncio.run(_measure(server, attack, seconds, reset_rate, away))
         finally:
             server.stop()
+            os.sched_setaffinity(0, mine)
 
 
-async def _measure(server: Server, attack: str, seconds: float, reset_rate: float) -> dict[str, Any]:
+async def _measure(
+    server: Server, attack: str, seconds: float, reset_rate: float, away: set[int] | None = None
+) -> dict[str, Any]:
     legit = Legit(server.address)
     playing = asyncio.ensure_future(legit.run())
-    await asyncio.sleep(1.0 + BASELINE_S)
+    await asyncio.sleep(1.0)
+    cpu_base = server.cpu_s()
+    await asyncio.sleep(BASELINE_S)
     rss_before = server.rss_mib()
     t0 = time.monotonic()
+    cpu_t0 = server.cpu_s()
     ctx = mp.get_context("spawn")
     sent = ctx.Value("q", 0, lock=False)  # what the attacker got out: Actions, streams or connections
     args: tuple[Any, ...] = (server.address, seconds, sent)
     if attack == "reset":
         args += (reset_rate,)
-    proc = ctx.Process(target=ATTACKS[attack], args=args)
+    proc = ctx.Process(target=_pinned, args=(away, ATTACKS[attack], *args))
     proc.start()
     peak = {"rss": rss_before, "fds": float(server.fds())}
     sampler = asyncio.ensure_future(_sample(server, peak))  # all along, probes included
@@ -656,12 +706,15 @@ async def _measure(server: Server, attack: str, seconds: float, reset_rate: floa
         await asyncio.sleep(max(0.0, t0 + 10 - time.monotonic()))
         probes["server_fds_at_10s"] = server.fds()
         probes["health_at_10s"] = await asyncio.to_thread(health, server.address, 3.0)
+    attacker_cpu = 0.0
     while proc.is_alive() and time.monotonic() < t0 + seconds + 30:
+        attacker_cpu = max(attacker_cpu, _cpu_s(proc.pid or 0))  # until it exits (then it is reaped)
         await asyncio.sleep(0.2)
     if proc.is_alive():
         proc.kill()
     proc.join()
     t1 = time.monotonic()
+    cpu_t1 = server.cpu_s()
     sampler.cancel()
     if attack == "idle":
         probes["server_fds_peak"] = int(peak["fds"])
@@ -681,6 +734,10 @@ async def _measure(server: Server, attack: str, seconds: float, reset_rate: floa
         "legit_kept": round(during / base, 2) if base else None,
         "attack_sent": int(sent.value),
         "attack_seconds": round(t1 - t0, 1),
+        "server_cpu_share_before_attack": round((cpu_t0 - cpu_base) / BASELINE_S, 2),
+        "server_cpu_share_during_attack": round((cpu_t1 - cpu_t0) / (t1 - t0), 2),
+        "attacker_cpu_s": round(attacker_cpu, 1),
+        "cores": "attacker on its own core" if away else "shared",
         "legit_errors": {code: legit.errors.count(code) for code in sorted(set(legit.errors))},
         "server_alive": server.proc.poll() is None,
         **probes,
@@ -706,6 +763,12 @@ def main(argv: list[str] | None = None) -> int:
         default=RESET_RATE,
         help=f"reset streams per second (default {RESET_RATE:g}, the report's rate; 0: as fast as possible)",
     )
+    p.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="let the attacker share every core with the server (default: a core of its own, as another machine)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object at the end")
     args = p.parse_args(argv)
     print("# " + shlex.join([sys.executable, "bench/attacks.py", *(argv or sys.argv[1:])]), flush=True)
@@ -721,7 +784,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.only and name != args.only:
                     continue
                 extra = extra_after if name == "after" or attack == "logflood" else []
-                r = measure(name, trees[name], attack, args.seconds, extra, args.reset_rate)
+                r = measure(name, trees[name], attack, args.seconds, extra, args.reset_rate, args.pin)
                 results.setdefault(attack, {})[name] = r
                 print(f"{attack:8s} {name:6s} {json.dumps(r)}", flush=True)
     if args.json:

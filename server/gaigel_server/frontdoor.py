@@ -10,10 +10,11 @@ what grpc does not offer:
   refused at accept, so one client cannot take the capacity that others need.
 * **A preface deadline**: a connection that has not sent the HTTP/2 preface within
   ``preface_timeout`` seconds is closed (slowloris before HTTP/2).
-* **Churn**: the streams of one connection that the server ended before their Join (told by
-  the servicer, :meth:`FrontDoor.strike`) in a token bucket, past which that connection gets
-  GOAWAY, and the new connections of one address in another, past which they are closed at
-  accept: a client cannot answer GOAWAY by reconnecting at once.
+* **Churn**: the streams of one address that grpc ended before either side sent a message on
+  them (evicted or timed out before Join, REFUSED_STREAM, a connection error), told apart by the frame headers of both directions, in a token bucket,
+  past which the connection gets GOAWAY and the address is backed off (its new connections
+  closed at accept for a doubling interval); the new connections of one address are in another
+  bucket: a client cannot answer GOAWAY by reconnecting.
 * **Rapid reset**: the client's RST_STREAM frames are counted per connection in a token
   bucket; past it the client gets GOAWAY (ENHANCE_YOUR_CALM) and the connection is closed.
 * **Ending one connection**: the servicer can end the connection a call came on
@@ -43,16 +44,28 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from gaigel_server.guard import TokenBucket
+from gaigel_server.guard import Backoff, TokenBucket
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 RST_STREAM = 0x3
 GOAWAY = 0x7
 HEADERS = 0x1
+DATA = 0x0
+END_STREAM = 0x1
+SPOKEN = 1
+"""A stream the client has sent a message on or half-closed (a Join, a unary call's request)."""
+ANSWERED = 2
+"""A stream the server has sent a message on (a Welcome, a response)."""
+MAX_STREAM_STATES = 2048
+"""Streams the door follows on one connection; grpc allows 256 open, so more is a client
+opening streams grpc never answered: the connection is ended."""
 ENHANCE_YOUR_CALM = 0xB
+REFUSED_STREAM = 0x7
 NO_ERROR = 0x0
 MAX_TRACKED_PEERS = 65536
 """Addresses whose connection budget is remembered (the least recently seen beyond are forgotten)."""
+_RESET = struct.pack("ii", 1, 0)
+"""SO_LINGER on, 0 s: close() sends RST, so a refused connection leaves no TIME_WAIT behind."""
 HIGH_WATER = 256 * 1024
 """Bytes buffered towards one side before the other side's reading pauses (flow control)."""
 
@@ -70,11 +83,17 @@ class DoorLimits:
     resets_per_s: float = 100.0
     reset_burst: float = 500.0
     """Client RST_STREAM frames one connection may send: a burst, then this rate; beyond: GOAWAY."""
-    churn_per_s: float = 20.0
-    churn_burst: float = 100.0
-    """Streams of one connection that the server ended before their Join (evicted or timed out):
-    a burst, then this rate; beyond it that connection (only) gets GOAWAY. Streams that do join,
-    and unary calls, cost nothing here, so a client polling GetMatch is never cut."""
+    churn_per_s: float = 50.0
+    churn_burst: float = 500.0
+    """Streams of one address that grpc ended before either side sent a message on them: evicted
+    or timed out before Join, refused past ``grpc.max_concurrent_streams`` (which a conforming
+    client never is) or failed by a connection error. A burst, then this rate; beyond it the
+    connection that struck gets GOAWAY and the address is backed off. Sessions, refused Joins
+    and unary calls cost nothing here, so a client polling GetMatch is never cut."""
+    churn_backoff: float = 1.0
+    churn_backoff_longest: float = 30.0
+    """Seconds an address past its churn budget has its new connections closed at accept: the
+    first time, then doubling with each further strike up to the longest (forgiven after 60 s quiet)."""
     connects_per_s: float = 200.0
     connect_burst: float = 1000.0
     """New connections one address may open: a burst, then this rate; beyond, closed at accept
@@ -103,13 +122,16 @@ def _grpc_peer(address: Any) -> str:
 
 
 class _Scanner:
-    """Walks the frame headers of one direction of an HTTP/2 connection, payloads skipped."""
+    """Walks the frame headers of one direction of an HTTP/2 connection, payloads skipped but
+    for the 4-byte error code of RST_STREAM, which *on_frame* gets as its last argument (else 0)."""
 
-    __slots__ = ("_head", "_on_frame", "_skip")
+    __slots__ = ("_code", "_frame", "_head", "_on_frame", "_skip")
 
-    def __init__(self, on_frame: Callable[[int, int, int], None] | None) -> None:
+    def __init__(self, on_frame: Callable[[int, int, int, int], None] | None) -> None:
         self._head = b""
         self._skip = 0
+        self._code: bytes | None = None  # the RST_STREAM payload read so far
+        self._frame = (0, 0, 0)
         self._on_frame = on_frame
 
     @property
@@ -132,8 +154,12 @@ class _Scanner:
         while i < n:
             if self._skip:
                 step = min(self._skip, n - i)
+                if self._code is not None:
+                    self._code += data[i : i + step]
                 self._skip -= step
                 i += step
+                if not self._skip and self._code is not None:
+                    self._report(int.from_bytes(self._code, "big"))
                 continue
             need = 9 - len(self._head)
             if n - i < need:
@@ -143,11 +169,28 @@ class _Scanner:
             self._head = b""
             i += need
             size = int.from_bytes(head[0:3], "big")
-            kind = head[3]
-            stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+            self._frame = (head[3], head[4], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF)
             self._skip = size
-            if self._on_frame is not None:
-                self._on_frame(kind, head[4], stream)
+            if head[3] == RST_STREAM and size == 4:
+                self._code = b""  # reported once its payload is in
+            else:
+                self._report(0)
+
+    def _report(self, code: int) -> None:
+        self._code = None
+        if self._on_frame is not None:
+            kind, flags, stream = self._frame
+            self._on_frame(kind, flags, stream, code)
+
+
+def _take(buckets: OrderedDict[str, TokenBucket], key: str, rate: float, burst: float) -> bool:
+    """Takes one from *key*'s bucket in *buckets* (made full when new); False when it is spent.
+    Only the MAX_TRACKED_PEERS most recently seen keys are remembered."""
+    bucket = buckets.pop(key, None) or TokenBucket(rate, burst)
+    buckets[key] = bucket  # most recently seen last
+    while len(buckets) > MAX_TRACKED_PEERS:
+        buckets.popitem(last=False)
+    return bucket.take()
 
 
 def goaway(last_stream: int, code: int) -> bytes:
@@ -184,38 +227,32 @@ class _Backend(asyncio.Protocol):
 class _Link(asyncio.Protocol):
     """One client connection and its relay to grpc."""
 
-    def __init__(self, door: FrontDoor) -> None:
+    def __init__(self, door: FrontDoor, key: str, peer: str) -> None:
         self.door = door
         self.transport: asyncio.Transport | None = None
         self.backend: _Backend | None = None
-        self.key = ""
-        self.peer = ""
+        self.key = key
+        self.peer = peer
         self.backend_port = 0
         self.early: list[bytes] = []  # client bytes before grpc's side is connected
         self.preface = b""
         self.preface_done = False
         self.opened = time.monotonic()
         self.last_stream = 0
+        self.streams: dict[int, int] = {}  # stream id -> SPOKEN | ANSWERED, while open
         self.resets = TokenBucket(door.limits.resets_per_s, door.limits.reset_burst)
-        self.churn = TokenBucket(door.limits.churn_per_s, door.limits.churn_burst)
         self.ending = False
         self.code = NO_ERROR
         self.closed = False
         self.up = _Scanner(self._client_frame)
-        self.down = _Scanner(None)
+        self.down = _Scanner(self._server_frame)
 
     # --- client side ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        address = transport.get_extra_info("peername")
-        host = address[0] if isinstance(address, tuple) else str(address)
-        self.key = peer_key(host)
-        self.peer = _grpc_peer(address) if isinstance(address, tuple) else str(address)
-        if not self.door.admit(self):
-            transport.abort()
-            return
+        self.door.links.add(self)
         transport.set_write_buffer_limits(HIGH_WATER)
         self.door.connect(self)
 
@@ -264,15 +301,42 @@ class _Link(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
 
-    def _client_frame(self, kind: int, flags: int, stream: int) -> None:
-        if kind == HEADERS and stream > self.last_stream:
-            self.last_stream = stream
-        elif kind == RST_STREAM and not self.resets.take() and not self.ending:
-            self.door.resets_refused += 1
-            self.door.count("rapid_reset")
-            self.end(ENHANCE_YOUR_CALM)
+    def _client_frame(self, kind: int, flags: int, stream: int, code: int) -> None:
+        if kind == DATA:
+            if stream in self.streams:
+                self.streams[stream] |= SPOKEN
+        elif kind == HEADERS:
+            if stream > self.last_stream:
+                self.last_stream = stream
+                self.streams[stream] = SPOKEN if flags & END_STREAM else 0
+                if len(self.streams) > MAX_STREAM_STATES:
+                    self.door.churned(self, force=True)
+            elif stream in self.streams:
+                self.streams[stream] |= SPOKEN  # the client's trailers
+        elif kind == RST_STREAM:
+            self.streams.pop(stream, None)
+            if not self.resets.take() and not self.ending:
+                self.door.resets_refused += 1
+                self.door.count("rapid_reset")
+                self.end(ENHANCE_YOUR_CALM)
 
     # --- grpc side -----------------------------------------------------------------------
+
+    def _server_frame(self, kind: int, flags: int, stream: int, code: int) -> None:
+        # Churn is a stream grpc ended before either side sent a message on it: evicted or timed
+        # out before Join, past the concurrency limit (REFUSED_STREAM), or failed by a connection
+        # error. A session that got its Welcome, a unary call, a Join refused (its client spoke:
+        # that is the refusal log's and the token back-off's business), a stream the client
+        # reset: never churn. So a refused bot on a shared address never locks out its neighbours.
+        if kind == DATA:
+            if stream in self.streams:
+                self.streams[stream] |= ANSWERED
+        elif kind == HEADERS:
+            if flags & END_STREAM and self.streams.pop(stream, ANSWERED) == 0:
+                self.door.churned(self)
+        elif kind == RST_STREAM:
+            if self.streams.pop(stream, ANSWERED) == 0 or code == REFUSED_STREAM:
+                self.door.churned(self)
 
     def attached(self, backend: _Backend) -> None:
         """grpc's side is connected: flush what the client sent meanwhile."""
@@ -357,35 +421,78 @@ class FrontDoor:
         self.links: set[_Link] = set()
         self.per_peer: dict[str, int] = {}
         self.by_port: dict[int, _Link] = {}
+        self.held = 0
+        """Connections admitted and not yet closed (a TLS handshake in progress included)."""
         self.refused_global = 0
         self.refused_peer = 0
         self.resets_refused = 0
         self.preface_timeouts = 0
+        self.churn_strikes = 0
         self.ended = 0
         self._refused_at = -1e9
         self._connects: OrderedDict[str, TokenBucket] = OrderedDict()
-        self._server: asyncio.Server | None = None
+        self._churn: OrderedDict[str, TokenBucket] = OrderedDict()
+        self._banned = Backoff(self.limits.churn_backoff, self.limits.churn_backoff_longest, limit=MAX_TRACKED_PEERS)
+        self._accepting = False
         self._sweeper: asyncio.Task[None] | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.sock.getsockname()[1])
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = int(sock.getsockname()[1])
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Link(self),
-            sock=self.sock,
-            ssl=self.tls,
-            ssl_handshake_timeout=10.0 if self.tls else None,
-            backlog=1024,
-        )
+        self.sock.setblocking(False)
+        loop.add_reader(self.sock.fileno(), self._accept)
+        self._accepting = True
         self._sweeper = loop.create_task(self._sweep())
+
+    def _accept(self) -> None:
+        """Accepts what is waiting. A refused connection is closed here with a reset, before any
+        transport or protocol object exists: refusing must cost far less than serving, or a
+        client reconnecting as fast as it can would still take the event loop."""
+        loop = asyncio.get_running_loop()
+        for _ in range(256):
+            try:
+                conn, address = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors or buffers: pause accepting, as asyncio's servers do
+                self._refused_at = time.monotonic()
+                self.count("global_cap")
+                loop.remove_reader(self.sock.fileno())
+                loop.call_later(0.25, self._resume_accepting)
+                return
+            key = peer_key(address[0]) if isinstance(address, tuple) else str(address)
+            if not self._admit(key):
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+                conn.close()
+                continue
+            conn.setblocking(False)
+            peer = _grpc_peer(address) if isinstance(address, tuple) else str(address)
+            task = loop.create_task(self._serve(conn, key, peer))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _resume_accepting(self) -> None:
+        if self._accepting:
+            asyncio.get_running_loop().add_reader(self.sock.fileno(), self._accept)
+
+    async def _serve(self, conn: socket.socket, key: str, peer: str) -> None:
+        link = _Link(self, key, peer)
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: link, conn, ssl=self.tls, ssl_handshake_timeout=10.0 if self.tls else None
+            )
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
+            conn.close()
+            if link not in self.links:  # the TLS handshake failed: never a link, free its place here
+                self._release(key)
 
     def stop_accepting(self) -> None:
         """No new connections; open ones are still relayed (a stopping grpc sends its last messages)."""
-        if self._server is not None:
-            self._server.close()
+        if self._accepting:
+            self._accepting = False
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+            self.sock.close()
 
     def close(self) -> None:
         """Closes every connection (after grpc has stopped)."""
@@ -399,32 +506,35 @@ class FrontDoor:
         """True while new connections are being refused at the global cap (for health)."""
         return time.monotonic() - self._refused_at < self.limits.refusing_for
 
-    def admit(self, link: _Link) -> bool:
-        if len(self.links) >= self.limits.max_connections:
+    def _admit(self, key: str) -> bool:
+        """Whether a new connection from *key* may in; if so it holds its place until released."""
+        if self.held >= self.limits.max_connections:
             self.refused_global += 1
             self._refused_at = time.monotonic()
             self.count("global_cap")
             return False
-        if not self._take_connect(link.key):
+        if self._banned.waiting(key) > 0:
+            self.count("churn")
+            return False
+        if not _take(self._connects, key, self.limits.connects_per_s, self.limits.connect_burst):
             self.count("connect_rate")
             return False
-        held = self.per_peer.get(link.key, 0)
+        held = self.per_peer.get(key, 0)
         if held >= self.limits.per_peer:
             self.refused_peer += 1
             self.count("peer_cap")
             return False
-        self.per_peer[link.key] = held + 1
-        self.links.add(link)
+        self.per_peer[key] = held + 1
+        self.held += 1
         return True
 
-    def _take_connect(self, key: str) -> bool:
-        """Takes one new connection from *key*'s budget; False when it is spent."""
-        bucket = self._connects.pop(key, None) or TokenBucket(self.limits.connects_per_s, self.limits.connect_burst)
-        self._connects[key] = bucket  # most recently seen last
-        ok = bucket.take()
-        while len(self._connects) > MAX_TRACKED_PEERS:
-            self._connects.popitem(last=False)
-        return ok
+    def _release(self, key: str) -> None:
+        self.held -= 1
+        left = self.per_peer.get(key, 1) - 1
+        if left > 0:
+            self.per_peer[key] = left
+        else:
+            self.per_peer.pop(key, None)
 
     def connect(self, link: _Link) -> None:
         asyncio.get_running_loop().create_task(self._connect(link))
@@ -441,11 +551,7 @@ class FrontDoor:
     def forget(self, link: _Link) -> None:
         if link in self.links:
             self.links.discard(link)
-            left = self.per_peer.get(link.key, 1) - 1
-            if left > 0:
-                self.per_peer[link.key] = left
-            else:
-                self.per_peer.pop(link.key, None)
+            self._release(link.key)
         if self.by_port.get(link.backend_port) is link:
             del self.by_port[link.backend_port]
 
@@ -463,14 +569,16 @@ class FrontDoor:
         link = self._link_of(grpc_peer)
         return link.key if link is not None else grpc_peer
 
-    def strike(self, grpc_peer: str) -> None:
-        """The server ended a stream of *grpc_peer*'s connection before its Join (churn): past the
-        connection's budget, GOAWAY to it."""
-        link = self._link_of(grpc_peer)
-        if link is None or link.ending:
+    def churned(self, link: _Link, force: bool = False) -> None:
+        """grpc ended a stream of *link* unanswered (see :meth:`_Link._server_frame`): past its
+        address's budget (or at once if *force*), GOAWAY to *link* and its address backed off."""
+        if link.ending or link.closed:
             return
-        if not link.churn.take():
+        self.churn_strikes += 1
+        if force or not _take(self._churn, link.key, self.limits.churn_per_s, self.limits.churn_burst):
             self.count("churn")
+            if self._banned.waiting(link.key) == 0:  # the back-off doubles once per ban, not per connection
+                self._banned.refused(link.key)
             link.end(ENHANCE_YOUR_CALM)
 
     def end(self, grpc_peer: str) -> bool:

@@ -272,7 +272,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
             lambda reason: metrics.connections_refused.labels(reason).inc(),
         )
         door = out.door
-        metrics.connections_open.set_function(lambda: len(door.links))
+        metrics.connections_open.set_function(lambda: door.held)
         bots.door = matches.door = out.door
         return out, out.door.port
     if tls:

@@ -176,8 +176,6 @@ class BotServicer:
                 return None  # the client half-closed, reset or cancelled before its first message
             except asyncio.CancelledError:
                 return None
-        if self.door is not None:
-            self.door.strike(context.peer() or "")  # evicted or timed out: churn, if it keeps coming
         if evicted in done:
             self.metrics.pending_evicted.inc()
             await self._reject(

@@ -48,15 +48,35 @@ PLAY_HEADERS = b"".join(
 )
 
 
+class _Closed:
+    """The writer of a connection refused before it was made."""
+
+    def close(self) -> None:
+        pass
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+
 async def _raw(port: int, source: str = ATTACKER, preface: bool = True) -> tuple[asyncio.StreamReader, Any]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((source, 0))
     sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    except ConnectionResetError:  # refused at accept: the door resets at once, even before connect returns
+        sock.close()
+        refused = asyncio.StreamReader()
+        refused.feed_eof()
+        return refused, _Closed()
     reader, writer = await asyncio.open_connection(sock=sock)
     if preface:
         writer.write(PREFACE + _frame(0x4, 0, 0))  # preface and an empty SETTINGS
-        await writer.drain()
+        with contextlib.suppress(ConnectionError):  # a refused connection is reset at once
+            await writer.drain()
     return reader, writer
 
 
@@ -83,11 +103,11 @@ def test_peer_key_groups_ipv6_by_64_and_maps_ipv4_in_ipv6() -> None:
 def test_scanner_finds_frame_boundaries_in_any_split() -> None:
     frames = _frame(0x1, 0x4, 1, b"abc") + _frame(0x3, 0, 1, b"\x00\x00\x00\x08") + _frame(0x0, 0x1, 3, b"x" * 70)
     for cut in range(1, len(frames)):
-        seen: list[tuple[int, int, int]] = []
-        scanner = _Scanner(lambda k, f, s: seen.append((k, f, s)))  # noqa: B023
+        seen: list[tuple[int, int, int, int]] = []
+        scanner = _Scanner(lambda k, f, s, c: seen.append((k, f, s, c)))  # noqa: B023
         scanner.feed(frames[:cut])
         scanner.feed(frames[cut:])
-        assert seen == [(0x1, 0x4, 1), (0x3, 0, 1), (0x0, 0x1, 3)], cut
+        assert seen == [(0x1, 0x4, 1, 0), (0x3, 0, 1, 8), (0x0, 0x1, 3, 0)], cut
         assert scanner.at_boundary
 
 
@@ -172,6 +192,94 @@ def test_rapid_reset_gets_goaway_and_leaves_no_traceback() -> None:
         assert [e for e in errors if "never retrieved" in str(e.get("message"))] == []
 
     run(scenario())
+
+
+async def _read_until_closed(reader: asyncio.StreamReader, seconds: float) -> bytes:
+    got = b""
+    with contextlib.suppress(ConnectionError, TimeoutError):
+        while chunk := await asyncio.wait_for(reader.read(65536), seconds):
+            got += chunk
+    return got
+
+
+def test_pre_join_churn_gets_goaway_and_its_address_backed_off_while_a_resume_succeeds() -> None:
+    """A client opening streams that never Join, far more than are let wait (and past grpc's
+    concurrency limit): past its address's churn budget GOAWAY, its new connections closed at
+    accept for a while, evictions logged rate-limited; a seated bot on another address drops
+    its stream during the attack and its Resume succeeds."""
+
+    async def scenario() -> None:
+        async with running_server(join_timeout=30.0) as (server, port):
+            assert server.door is not None
+            admin = Admin(port)
+            bot = ScriptedBot(port, "alpha")
+            await bot.open()
+            m = await admin.create(2, ["alpha", "house:random"], hands=2, seed=9)
+            seen = {"decisions": 0}
+
+            def stop(msg: bs.PlayResponse) -> bool:
+                seen["decisions"] += msg.WhichOneof("message") == "decision_request"
+                return seen["decisions"] == 2
+
+            await bot.play(stop_after=stop)
+            bot.call.cancel()  # the seated bot's stream breaks; the attack starts
+            reader, writer = await _raw(port)
+            # 1,200 streams at once: 256 fit grpc's limit (32 of them may wait for Join, the rest
+            # are evicted), the others are refused with REFUSED_STREAM; both are churn.
+            with contextlib.suppress(ConnectionError):
+                writer.write(b"".join(_frame(0x1, 0x4, s, PLAY_HEADERS) for s in range(1, 2400, 2)))
+                await writer.drain()
+            assert _goaway_code(await _read_until_closed(reader, 10)) == 0xB
+            writer.close()
+            assert server.metrics.connections_refused.labels("churn")._value.get() == 1
+            again, _ = await _raw(port)
+            assert await _closed_within(again, 1.0), "a backed-off address was let in again at once"
+            assert server.metrics.connections_refused.labels("churn")._value.get() == 2
+            assert bot.match_start is not None
+            back = ScriptedBot(port, "alpha")
+            await back.open(
+                bs.PlayRequest(
+                    resume=bs.Resume(
+                        match_id=m.match_id, seat=bot.match_start.seat, resume_token=bot.match_start.resume_token
+                    )
+                )
+            )
+            await back.play()
+            assert back.received[0].welcome.resumed, back.received[:1]
+            ended = await admin.wait_ended(m.match_id)
+            assert ended.termination == common.MATCH_TERMINATION_COMPLETED
+            assert server.door.churn_strikes > 500, server.door.churn_strikes
+            for b in (bot, back):
+                await b.close()
+            await admin.close()
+
+    run(scenario(), timeout=60)
+
+
+def test_refused_joins_and_unary_calls_are_not_churn() -> None:
+    """600 Joins refused for a wrong token and 600 health checks on one connection: no GOAWAY,
+    and the address still gets in (a misconfigured bot must not lock out its neighbours)."""
+
+    async def scenario() -> None:
+        async with running_server() as (server, port), grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = bs_grpc.BotServiceStub(ch)
+            health = health_pb2_grpc.HealthStub(ch)
+            for _ in range(600):
+                call = stub.Play()
+                await call.write(bs.PlayRequest(join=bs.Join(bot_name="alpha", bot_token="wrong", protocol_version=1)))
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await call.read()
+                assert await call.code() == grpc.StatusCode.UNAUTHENTICATED
+                await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert server.metrics.connections_refused.labels("churn")._value.get() == 0
+            assert server.door is not None and server.door.churn_strikes == 0
+            bot = ScriptedBot(port, "alpha")
+            await bot.open()
+            first = await asyncio.wait_for(bot.call.read(), 5)
+            assert first.WhichOneof("message") == "welcome"
+            await bot.channel.close()
+
+    run(scenario(), timeout=90)
 
 
 def test_health_says_not_serving_while_the_cap_refuses_connections() -> None:
