@@ -778,12 +778,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen = {"all": [*ATTACKS], "issue22": list(ISSUE22)}.get(args.attack, [args.attack])
         for attack in chosen:
             extra_after = ["--idle-timeout", "5"] if attack == "idle" else []
-            if attack == "logflood":  # the refusals are INFO lines: the point is what reaches the log
+            if attack in ("logflood", "sessions"):  # refusals and sessions are INFO lines: what reaches the log
                 extra_after = ["--log-level", "info"]
             for name in ("before", "after"):
                 if args.only and name != args.only:
                     continue
-                extra = extra_after if name == "after" or attack == "logflood" else []
+                extra = extra_after if name == "after" or attack in ("logflood", "sessions") else []
                 r = measure(name, trees[name], attack, args.seconds, extra, args.reset_rate, args.pin)
                 results.setdefault(attack, {})[name] = r
                 print(f"{attack:8s} {name:6s} {json.dumps(r)}", flush=True)

@@ -173,7 +173,8 @@ def clip(text: str, limit: int = MAX_ECHO) -> str:
 class Backoff:
     """Refusals of one key (a bot name whose token was valid) that keep coming: after each, new
     attempts are refused at once for a doubling interval, and :meth:`strikes` counts them so the
-    caller can end the connection. A success, or *quiet* seconds without a refusal, forgives."""
+    caller can end the connection. *quiet* seconds without a refusal forgive, as does
+    :meth:`forgive` (the caller's choice: the servicer forgives a success unless the key was cut off)."""
 
     def __init__(
         self,
@@ -219,6 +220,11 @@ class Backoff:
             return 0
         self._state[key] = (state[0], state[1], state[2] + 1)
         return state[2] + 1
+
+    def strike_count(self, key: str) -> int:
+        """The refusals of *key* since it was last forgiven."""
+        state = self._state.get(key)
+        return state[2] if state is not None else 0
 
     def forgive(self, key: str) -> None:
         self._state.pop(key, None)

@@ -101,6 +101,9 @@ class BotServicer:
         self.pending = PendingStreams(max_pending_streams, max_pending_per_peer)
         self.door: FrontDoor | None = None
         self.refusal_log = RateLimitedLog(burst=20)
+        self.session_log = RateLimitedLog(burst=100)
+        """Session lines per bot and event: 100 per 10 s (a bot's session spans many matches, so
+        only a token churning sessions comes near it, and it must not write the disk full)."""
         self.backoff = Backoff()
         self.slow_reader_timeout = slow_reader_timeout
         self.max_queued_bytes = max_queued_bytes
@@ -242,7 +245,8 @@ class BotServicer:
         self.metrics.sessions.labels("accepted").inc()
         self.metrics.active_sessions.inc()
         log = self.log.bind(session_id=session.session_id, bot=session.bot_name)
-        log.info("session_resumed" if resumed else "session_joined", version=session.bot_version)
+        event = "session_resumed" if resumed else "session_joined"
+        self.session_log.info(log, event, key=f"{event}:{session.bot_name}", version=session.bot_version)
         reader: asyncio.Task[None] | None = None
         stream.writer = asyncio.current_task()
         self.streams.add(stream)
@@ -273,7 +277,9 @@ class BotServicer:
                 if item is None:
                     break
                 if isinstance(item, Abort):
-                    log.info("session_aborted", code=item.code.name, detail=item.message)
+                    self.session_log.info(
+                        log, "session_aborted", key=f"aborted:{session.bot_name}", code=item.code.name, detail=item.message
+                    )
                     if item.message.startswith("SLOW_READER"):
                         self.metrics.slow_readers.inc()
                     await context.abort(item.code, item.message)
@@ -286,7 +292,7 @@ class BotServicer:
             if session.stream is stream:
                 session.detach(stream)
                 self.lobby.stream_closed(session)
-            log.info("session_stream_closed")
+            self.session_log.info(log, "session_stream_closed", key=f"closed:{session.bot_name}")
 
     async def _write(self, context: grpc.aio.ServicerContext[Any, Any], stream: Stream, item: Outgoing) -> None:
         """Writes one message. The watchdog (:meth:`_watch`) interrupts a write the bot does not
@@ -362,7 +368,8 @@ class BotServicer:
         except ServiceError:
             self._strike(self.backoff.refused(name)[1], context)
             raise
-        self.backoff.forgive(name)
+        if self.backoff.strike_count(name) < SESSION_STRIKES:
+            self.backoff.forgive(name)  # a token that was cut off is forgiven only by quiet time
         return session
 
     def _strike(self, strikes: int, context: grpc.aio.ServicerContext[Any, Any]) -> None:

@@ -251,3 +251,39 @@ def test_healthcheck_speaks_tls_to_a_tls_server(tmp_path: Path) -> None:
             assert plain.returncode == 1 and "unhealthy" in plain.stderr
 
     run(scenario())
+
+
+def test_session_lines_of_one_bot_are_rate_limited() -> None:
+    """A valid token opening and closing sessions as fast as it can (issue 22): every session is
+    counted, but its session lines stop at 100 per event and 10 s."""
+
+    class Log:
+        def __init__(self) -> None:
+            self.lines: list[dict[str, object]] = []
+
+        def bind(self, **fields: object) -> Log:
+            return self
+
+        def info(self, event: str, **fields: object) -> None:
+            self.lines.append({"event": event, **fields})
+
+        warning = info
+
+    async def scenario() -> None:
+        async with running_server() as (server, port):
+            assert server.play is not None
+            log = Log()
+            server.play.log = log  # type: ignore[assignment]
+            for _ in range(150):
+                bot = ScriptedBot(port, "alpha")
+                await bot.open()
+                first = await asyncio.wait_for(bot.call.read(), 5)
+                assert first.WhichOneof("message") == "welcome"
+                await bot.close()
+            await asyncio.sleep(0.3)
+            assert server.metrics.sessions.labels("accepted")._value.get() == 150
+            events = [line["event"] for line in log.lines]
+            assert events.count("session_joined") == 100, events.count("session_joined")
+            assert 90 <= events.count("session_stream_closed") <= 100
+
+    run(scenario(), timeout=90)
