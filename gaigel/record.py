@@ -146,6 +146,10 @@ def dump_record(record: dict[str, Any], path: str | Path) -> None:
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """Largest record file read (a 100-hand 6-player record is about 2 MB); larger ones are refused
 before they are read, so /dev/zero or a huge file cannot take the reader's memory."""
+MAX_JSON_VALUES = 4_000_000
+"""Most JSON values (counted as the brackets, braces and commas that open them) a record may
+hold: a record of MAX_HANDS hands holds about 2 million, and 64 MiB of ``[]`` would be 32 million
+Python lists, gigabytes of memory, before anything could check them."""
 MAX_HANDS = 10_000
 """Most hands a record may plan: the record tools replay hands in bounded time."""
 
@@ -164,6 +168,9 @@ def load_record(path: str | Path) -> dict[str, Any]:
         raise RecordError(f"cannot read {path}: {e.strerror}") from None
     if len(raw) > MAX_RECORD_BYTES:
         raise RecordError(f"{path} is larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB: not a match record")
+    values = raw.count(b"[") + raw.count(b"{") + raw.count(b",")  # an upper bound, counted in C
+    if values > MAX_JSON_VALUES:
+        raise RecordError(f"{path} holds more than {MAX_JSON_VALUES:,} JSON values: not a match record")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -201,6 +208,11 @@ def validate_record(data: Any) -> None:
     ):
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
             raise RecordError(f"record field {key!r} is missing or not a {kind.__name__}")
+    for key, kind in (("faults", list), ("result", dict), ("match_id", str), ("first_dealer", int)):
+        if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
+            raise RecordError(f"record field {key!r} is not a {kind.__name__}")
+    if any(not isinstance(f, dict) for f in data.get("faults", [])):
+        raise RecordError("record field 'faults' holds something other than fault objects")
     planned, held = data["hands_planned"], len(data["hands"])
     if not 1 <= planned <= MAX_HANDS:
         raise RecordError(f"record field 'hands_planned' is {planned}: a match plans 1 to {MAX_HANDS} hands")

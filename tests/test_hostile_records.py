@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gaigel.record import MAX_RECORD_BYTES, RecordError, load_record
+from gaigel.record import MAX_JSON_VALUES, MAX_RECORD_BYTES, RecordError, load_record
 
 GAIGEL = [sys.executable, "-c", "import sys; from gaigel.cli import main; sys.exit(main(sys.argv[1:]))"]
 
@@ -121,3 +121,44 @@ def test_truncated_or_damaged_records_give_a_record_error(
         load_record(path)
     except RecordError as e:
         assert "\n" not in str(e)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t[0])
+def test_millions_of_tiny_values_are_refused_before_parsing(tool: list[str], tmp_path: Path) -> None:
+    """12 MB of ``[],`` would be 4 million lists (hundreds of MB) once parsed: refused by count,
+    in a process whose address space is capped at 1 GiB, so a parse that happened would fail."""
+    path = tmp_path / "tiny.json"
+    path.write_text("[" + "[]," * (MAX_JSON_VALUES + 1) + "[]]")
+    began = time.monotonic()
+    out = subprocess.run(
+        ["prlimit", f"--as={1 << 30}", *GAIGEL, *tool, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "JSON values: not a match record" in out.stderr.strip().splitlines()[-1]
+    assert time.monotonic() - began < 30
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t[0])
+@pytest.mark.parametrize("field,value", [("faults", None), ("faults", [1]), ("result", []), ("match_id", 5)])
+def test_a_record_field_of_the_wrong_type_is_one_line(
+    tool: list[str], field: str, value: object, real_record: Path, tmp_path: Path
+) -> None:
+    """Optional fields checked as the required ones are (``faults: null`` crashed the viewer)."""
+    data = json.loads(real_record.read_text())
+    data[field] = value
+    path = tmp_path / "typed.json"
+    path.write_text(json.dumps(data))
+    assert f"record field '{field}'" in _refused([*tool, str(path)])
+
+
+def test_rematch_stops_at_its_time_limit_with_house_bots(tmp_path: Path) -> None:
+    """--time-limit bounds the in-process rematch too: 6 hands of the search bot take seconds."""
+    path = tmp_path / "slow.json"
+    subprocess.run(
+        [*GAIGEL, "play", "--players", "2", "--hands", "6", "--seed", "3", "--bot", "search", "--record", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    line = _refused(["rematch", "--time-limit", "0.2", str(path)], within=20)
+    assert "time limit of 0.2 s reached after" in line and "of 6 hands" in line

@@ -579,7 +579,15 @@ def cmd_rematch(args: argparse.Namespace) -> int:
     key = record.get("match_key") or ""
     if not commands or not any(b in commands for b in spec.bots):
         bots = [make_bot(_house_kind(b) or b) for b in spec.bots]
-        _, new = play_match(spec, bots, match_key=key)
+        deadline = time.monotonic() + args.time_limit
+
+        def in_time(hand: int, _outcome: object) -> None:  # the limit holds in-process too
+            if time.monotonic() > deadline and hand + 1 < spec.hands:
+                raise CliError(
+                    f"time limit of {args.time_limit:g} s reached after {hand + 1} of {spec.hands} hands: rematch cancelled"
+                )
+
+        _, new = play_match(spec, bots, on_hand=in_time, match_key=key)
         assert new is not None
     else:
         seat_bots = [b if b in commands else f"house:{_house_kind(b)}" for b in spec.bots]
