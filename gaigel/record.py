@@ -208,9 +208,15 @@ def validate_record(data: Any) -> None:
     ):
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
             raise RecordError(f"record field {key!r} is missing or not a {kind.__name__}")
-    for key, kind in (("faults", list), ("result", dict), ("match_id", str), ("first_dealer", int)):
-        if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
-            raise RecordError(f"record field {key!r} is not a {kind.__name__}")
+    optional: tuple[tuple[str, type], ...] = (
+        ("faults", list),
+        ("result", dict),
+        ("match_id", str),
+        ("first_dealer", int),
+    )
+    for key, want in optional:
+        if key in data and (not isinstance(data[key], want) or isinstance(data[key], bool)):
+            raise RecordError(f"record field {key!r} is not a {want.__name__}")
     if any(not isinstance(f, dict) for f in data.get("faults", [])):
         raise RecordError("record field 'faults' holds something other than fault objects")
     planned, held = data["hands_planned"], len(data["hands"])

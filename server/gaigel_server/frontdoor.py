@@ -334,9 +334,8 @@ class _Link(asyncio.Protocol):
         elif kind == HEADERS:
             if flags & END_STREAM and self.streams.pop(stream, ANSWERED) == 0:
                 self.door.churned(self)
-        elif kind == RST_STREAM:
-            if self.streams.pop(stream, ANSWERED) == 0 or code == REFUSED_STREAM:
-                self.door.churned(self)
+        elif kind == RST_STREAM and (self.streams.pop(stream, ANSWERED) == 0 or code == REFUSED_STREAM):
+            self.door.churned(self)
 
     def attached(self, backend: _Backend) -> None:
         """grpc's side is connected: flush what the client sent meanwhile."""

@@ -278,7 +278,11 @@ class BotServicer:
                     break
                 if isinstance(item, Abort):
                     self.session_log.info(
-                        log, "session_aborted", key=f"aborted:{session.bot_name}", code=item.code.name, detail=item.message
+                        log,
+                        "session_aborted",
+                        key=f"aborted:{session.bot_name}",
+                        code=item.code.name,
+                        detail=item.message,
                     )
                     if item.message.startswith("SLOW_READER"):
                         self.metrics.slow_readers.inc()
