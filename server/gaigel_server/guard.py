@@ -75,25 +75,6 @@ class ByteBudget:
     the sender back and other tables keep the event loop.
     """
 
-    def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._level = burst
-        self._at = clock()
-
-    def delay(self, size: int) -> float:
-        """Takes *size* bytes; the seconds to wait before reading on (0 while within budget)."""
-        now = self._clock()
-        self._level = min(self.burst, self._level + (now - self._at) * self.rate) - size
-        self._at = now
-        return 0.0 if self._level >= 0 else -self._level / self.rate
-
-
-class TokenBucket:
-    """*burst* tokens, refilled at *rate* per second: :meth:`take` says whether one is left.
-    The front door's budgets (resets and churn per connection, connections per address)."""
-
     __slots__ = ("_at", "_clock", "_level", "burst", "rate")
 
     def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
@@ -103,12 +84,28 @@ class TokenBucket:
         self._level = burst
         self._at = clock()
 
-    def take(self) -> bool:
-        """Takes one token; False (and nothing taken) when none is left."""
+    def _refill(self) -> float:
+        """The level now, refilled for the time since the last call (capped at *burst*)."""
         now = self._clock()
         self._level = min(self.burst, self._level + (now - self._at) * self.rate)
         self._at = now
-        if self._level < 1:
+        return self._level
+
+    def delay(self, size: int) -> float:
+        """Takes *size* bytes; the seconds to wait before reading on (0 while within budget)."""
+        self._level = self._refill() - size
+        return 0.0 if self._level >= 0 else -self._level / self.rate
+
+
+class TokenBucket(ByteBudget):
+    """*burst* tokens, refilled at *rate* per second: :meth:`take` says whether one is left.
+    The front door's budgets (resets per connection, churn and connections per address)."""
+
+    __slots__ = ()
+
+    def take(self) -> bool:
+        """Takes one token; False (and nothing taken) when none is left."""
+        if self._refill() < 1:
             return False
         self._level -= 1
         return True
