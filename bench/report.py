@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "arena"), str(ROOT / "server")]
+sys.path[:0] = [str(ROOT), str(ROOT / "arena"), str(ROOT / "server"), str(ROOT / "harness")]
 
 from gaigel_arena.config import parse_config  # noqa: E402
 from gaigel_arena.report import load_report, write_html_report  # noqa: E402

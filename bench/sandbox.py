@@ -29,7 +29,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "arena"), str(ROOT / "server"), str(ROOT / "clients" / "python")]
+sys.path[:0] = [
+    str(ROOT),
+    str(ROOT / "arena"),
+    str(ROOT / "server"),
+    str(ROOT / "harness"),
+    str(ROOT / "clients" / "python"),
+]
 
 from gaigel_arena import bwrap, cgroup, sandbox  # noqa: E402
 

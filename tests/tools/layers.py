@@ -33,7 +33,7 @@ SOURCES: dict[str, Path] = {
     "gaigel_api": ROOT / "gaigel_api",
     "gaigel_client": ROOT / "clients" / "python" / "gaigel_client",
     "gaigel_server": ROOT / "server" / "gaigel_server",
-    "gaigel_harness": ROOT / "server" / "gaigel_harness",
+    "gaigel_harness": ROOT / "harness" / "gaigel_harness",
     "gaigel_arena": ROOT / "arena" / "gaigel_arena",
     "gaigel_rl": ROOT / "gaigel_rl",
 }
