@@ -41,6 +41,20 @@ MATCH_TERMINATIONS: tuple[str, ...] = tuple(t.value for t in MatchTermination)
 """The termination names of records, protocol, metrics and arena outcomes: the one list every layer derives from."""
 
 
+class FaultReason(enum.StrEnum):
+    """The reason code of a fault in a record (the protocol's ``FaultReason`` without its prefix;
+    the server checks the two agree when it is imported)."""
+
+    ILLEGAL_ACTION = "ILLEGAL_ACTION"
+    STALE_DECISION = "STALE_DECISION"
+    TIMEOUT_FALLBACK = "TIMEOUT_FALLBACK"
+    FORFEIT = "FORFEIT"
+    DISCONNECT = "DISCONNECT"
+    RESUMED = "RESUMED"
+    MALFORMED_MESSAGE = "MALFORMED_MESSAGE"
+    MISSING_JOIN = "MISSING_JOIN"
+
+
 @dataclasses.dataclass(frozen=True)
 class MatchSpec:
     """Everything that fixes a match: rules, seed, number of hands and who sits where."""
@@ -413,7 +427,7 @@ class MatchDriver:
             self._end_hand(self._open)
         return self._finish(termination, sides)
 
-    def fault(self, seat: int, reason: str, message: str) -> None:
+    def fault(self, seat: int, reason: FaultReason, message: str) -> None:
         """Notes a fault of *seat* in the record, at the current hand and step (see :meth:`RecordWriter.fault`).
 
         :raises RuntimeError: once the match is over (its record is closed).
@@ -422,7 +436,7 @@ class MatchDriver:
             raise RuntimeError("the match is over: its record is closed")
         if self.writer is not None:
             hand = self.hand_index if self.hand_index >= 0 else None
-            self.writer.fault(seat, reason, message, hand, self.step if self._open is not None else None)
+            self.writer.fault(seat, reason.value, message, hand, self.step if self._open is not None else None)
 
     def _start_hand(self) -> HandStarted:
         k = self.hand_index + 1

@@ -30,7 +30,7 @@ def test_terminations_everywhere_are_the_engines() -> None:
     assert TERMINATIONS == MATCH_TERMINATIONS
     assert (*MATCH_TERMINATIONS, "void") == OUTCOMES
     assert frozenset(MATCH_TERMINATIONS) == runner._KNOWN
-    assert tuple(codec.MATCH_TERMINATION) == MATCH_TERMINATIONS
+    assert tuple(t.value for t in codec.MATCH_TERMINATION) == MATCH_TERMINATIONS
     proto_values = {v.number for v in cm.MatchTermination.DESCRIPTOR.values if v.number}
     assert set(codec.MATCH_TERMINATION.values()) == proto_values  # every proto value has an engine name
     metrics = ServerMetrics(CollectorRegistry())
@@ -42,10 +42,8 @@ def test_terminations_everywhere_are_the_engines() -> None:
 def test_player_counts_everywhere_are_the_engines(n: int) -> None:
     """The CLI, the ruleset, the deal, the server and the arena accept exactly the engine's counts."""
     from gaigel_arena.config import ConfigError, parse_config
-    from gaigel_server.auth import BotRegistry
+    from gaigel_server import matches
     from gaigel_server.clock import Clock
-    from gaigel_server.metrics import ServerMetrics
-    from gaigel_server.servicer import MatchServicer
 
     allowed = n in PLAYER_COUNTS
 
@@ -60,10 +58,9 @@ def test_player_counts_everywhere_are_the_engines(n: int) -> None:
     assert accepts(lambda: players_arg(str(n))) is allowed
     assert accepts(lambda: Ruleset(players=n)) is allowed
     assert accepts(lambda: deal(1, 0, n)) is allowed
-    servicer = MatchServicer(None, BotRegistry(), ServerMetrics(CollectorRegistry()), "admin", Clock())  # type: ignore[arg-type]
     request = ms.CreateMatchRequest(players=n, side_bots=["house:first"] * 2, hands=0)
-    with pytest.raises(ValueError) as refused:
-        servicer.build_table(request)  # hands=0 is refused only after players passed
+    with pytest.raises(matches.InvalidMatch) as refused:
+        matches.validate(request, (), Clock())  # hands=0 is refused only after players passed
     assert ("players must be" in str(refused.value)) is not allowed
     bots = [{"name": "a", "house": "first"}, {"name": "b", "house": "first"}, {"name": "c", "house": "first"}]
     try:

@@ -70,6 +70,7 @@ from typing import Any
 
 import structlog
 
+from gaigel.match import MatchTermination
 from gaigel.record import write_json_atomic
 from gaigel_arena import bwrap, cgroup, sandbox
 from gaigel_arena.botlog import BotLog
@@ -767,7 +768,7 @@ class GrpcExecutor:
         write_record: bool,
     ) -> tuple[MatchOutcome, dict[str, Any] | None]:
         from gaigel_api.v1 import match_service_pb2 as ms
-        from gaigel_server.table import ENDED, WAITING
+        from gaigel_server.states import TableState
 
         by_name = {name: alias for alias, name in aliases.items()}
         rules = job.ruleset.to_dict()
@@ -796,7 +797,7 @@ class GrpcExecutor:
         server_id = created.match.match_id
         table = self._server.lobby.tables.get(server_id)
         ended: asyncio.Future[None] = self._loop.create_future()
-        if table is None or table.state == ENDED:
+        if table is None or table.state is TableState.ENDED:
             ended.set_result(None)
         else:
             self._ended[server_id] = ended  # no await since the check: the end cannot slip in between
@@ -810,7 +811,7 @@ class GrpcExecutor:
                 failure = self._failure(job)
                 if failure is not None:
                     raise failure
-                waiting = table is not None and table.state == WAITING
+                waiting = table is not None and table.state is TableState.WAITING
                 if waiting and self._remote:
                     absent, expired = self._absent(set(job.seats))
                     if expired and self._cancel_waiting(server_id):
@@ -888,12 +889,12 @@ class GrpcExecutor:
 
         Runs on the server's own loop, so the check and the cancel cannot be split by a start.
         """
-        from gaigel_server.table import WAITING
+        from gaigel_server.states import TableState
 
         table = self._server.lobby.tables.get(server_id)
-        if table is None or table.state != WAITING:
+        if table is None or table.state is not TableState.WAITING:
             return False
-        self._server.lobby.cancel(table, "cancelled", "a remote bot stayed away")
+        self._server.lobby.cancel(table, MatchTermination.CANCELLED, "a remote bot stayed away")
         return True
 
     def ready(self, seats: tuple[str, ...]) -> bool:

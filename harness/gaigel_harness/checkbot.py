@@ -43,7 +43,7 @@ from typing import IO, Any
 
 import grpc
 
-from gaigel.match import DecisionRequest, HandStarted, MatchDriver, MatchOver, MatchSpec
+from gaigel.match import DecisionRequest, HandStarted, MatchDriver, MatchOver, MatchSpec, MatchTermination
 from gaigel.ruleset import preset
 from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as pb
@@ -75,8 +75,12 @@ class Check:
 
 
 class Results:
+    """The checks so far, and the bot's last output lines where a stage failed."""
+
     def __init__(self) -> None:
         self.checks: dict[str, Check] = {}
+        self.scripted_log = ""  # the bot's output tail when the scripted match failed (not --verbose)
+        self.real_log = ""  # the same for the real matches
 
     def set(self, name: str, ok: bool | None, reason: str) -> None:
         old = self.checks.get(name)
@@ -658,7 +662,7 @@ def run_scripted(
         bot.stop()
         server.stop(0.5)
     if any(c.ok is False for c in results.checks.values()) and not verbose:
-        results.bot_log = bot.tail()  # type: ignore[attr-defined]
+        results.scripted_log = bot.tail()
 
 
 def _stage_check(stage: str) -> str:
@@ -726,13 +730,13 @@ async def _real_match(
     compact: bool | None = None,
     startup_timeout: float = STARTUP_TIMEOUT,
     confinement: Confinement | None = None,
-) -> tuple[dict[str, Any], list[str], str]:
-    """The record of one real match, notes on what went wrong, and the mode the bot joined in
-    ("compact", "plain", or "" when it never played); *compact* sets GAIGEL_COMPACT."""
+) -> RealMatch:
+    """One real match against a house bot; *compact* sets GAIGEL_COMPACT."""
     from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_server import matches
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, create_server
-    from gaigel_server.servicer import MatchServicer
+    from gaigel_server.states import TableState
 
     configure_logging("warning" if verbose else "error")
     clock = Clock(decision_time=deadline, bank=deadline, strikes_limit=3, resume_grace=5.0)
@@ -741,76 +745,61 @@ async def _real_match(
     if confinement is not None:
         address = confinement.listen(server.grpc, f"real-{secrets.token_hex(4)}.sock")
     await server.start()
-    # Every session the bot joins, noted as it joins: a fast bot that leaves after its match
-    # is gone from the table and the pool before a poll of them could see its mode.
-    joined: list[Any] = []
-    add_session = server.lobby.add_session
-
-    def note_join(session: Any) -> None:
-        add_session(session)
-        joined.append(session)
-
-    server.lobby.add_session = note_join  # type: ignore[method-assign]
     notes: list[str] = []
     bot: BotProcess | None = None
     try:
         token = server.bots.register(BOT_NAME)
         bot = BotProcess(cmd, address, token, verbose, compact, confinement)
-        servicer = MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, clock)
-        table = servicer.build_table(
-            ms.CreateMatchRequest(
-                players=PLAYERS,
-                seat_bots=[BOT_NAME, "house:random"],
-                hands=2,
-                seed=seed,
-                ruleset_preset="default",
-                ruleset_overrides_json=json.dumps(rules.to_dict()),
-                first_dealer_seat=1,
-            )
+        request = ms.CreateMatchRequest(
+            players=PLAYERS,
+            seat_bots=[BOT_NAME, "house:random"],
+            hands=2,
+            seed=seed,
+            ruleset_preset="default",
+            ruleset_overrides_json=json.dumps(rules.to_dict()),
+            first_dealer_seat=1,
         )
-        server.lobby.add_table(table)
         assert server.play is not None
         refusals = server.play.refusals
-        address = f"127.0.0.1:{port}"
         started = time.monotonic()
         limit = started + startup_timeout + 90.0
-        while table.state != "ended":
-            waiting = table.state == "waiting"
+        launched = bot
+
+        async def stop(table: Any) -> str:
+            waiting = table.state is TableState.WAITING
             why = ""
             if time.monotonic() > limit:
                 why = "the match took longer than 90 s"
-            elif waiting and bot.proc.poll() is not None:
-                why = bot.exited(bot.proc.returncode, f"before joining on {address} (its GAIGEL_SERVER)")
+            elif waiting and launched.proc.poll() is not None:
+                why = launched.exited(launched.proc.returncode, f"before joining on {address} (its GAIGEL_SERVER)")
             elif waiting and refusals and time.monotonic() - refusals[-1].at >= REFUSAL_GRACE:
                 why = f"the server refused the bot's stream with {refusals[-1].code.name}: {refusals[-1].message}"
             elif waiting and time.monotonic() > started + startup_timeout:
                 why = f"the bot did not join on {address} within {startup_timeout:g} s (--startup-timeout)"
             if why:
                 notes.append(why)
-                server.lobby.cancel(table, "cancelled", why.split("\n")[0])
-                if table.task is not None:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await table.task
-                break
-            await asyncio.sleep(0.05)
+            return why
+
+        table = server.lobby.open(matches.validate(request, server.bots, clock))
+        await server.lobby.play(table, stop)
         assert table.record is not None
-        return table.record, notes, _joined_mode(joined)
     finally:
-        tail = ""
         if bot is not None:
             bot.stop()
-            tail = bot.tail()
         await server.stop(1.0)
-        if bot is not None:
-            notes.append("\x00" + tail)
+    assert bot is not None and table.record is not None
+    return RealMatch(table.record, notes, table.modes[0], bot.tail())
 
 
-def _joined_mode(sessions: Sequence[Any]) -> str:
-    """The mode the first of *sessions* joined in: "compact" or "plain" ("" without one)."""
-    for session in sessions:
-        if session is not None:
-            return "compact" if session.compact else "plain"
-    return ""
+@dataclasses.dataclass(frozen=True)
+class RealMatch:
+    """One real match of check-bot: its record, notes on what went wrong, the mode the bot joined in
+    ("compact", "plain", or "" when it never played) and the last lines of the bot's output."""
+
+    record: dict[str, Any]
+    notes: list[str]
+    mode: str
+    bot_log: str
 
 
 def run_real(
@@ -843,17 +832,16 @@ def run_real(
                     if _seat0_has_meld_and_seven(seed, rules):
                         break
                     seed = rng.randrange(1 << 63)
-            record, notes, mode = asyncio.run(
+            real = asyncio.run(
                 _real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0, startup_timeout, confinement)
             )
             played += 1
-            tail = next((n[1:] for n in notes if n.startswith("\x00")), "")
-            notes = [n for n in notes if not n.startswith("\x00")]
+            record, notes, mode, tail = real.record, real.notes, real.mode, real.bot_log
             faults = [f for f in record.get("faults", []) if f["seat"] == 0]
             term = (record.get("result") or {}).get("termination", "?")
             label = f"match seed {seed}" + (" (aus_mode=explicit)" if KIND_AUS in wanted else "")
             label += f", {mode or 'no'} mode"
-            if faults or notes or term != "completed":
+            if faults or notes or term != MatchTermination.COMPLETED.value:
                 why = "; ".join([f"{f['reason']}: {f['message']}" for f in faults[:1]] + notes) or f"match {term}"
                 if len(faults) > 1:
                     why += f" (and {len(faults) - 1} more: {', '.join(f['reason'] for f in faults[1:])})"
@@ -861,7 +849,7 @@ def run_real(
                     if k not in covered:
                         results.set(f"answers: {k}", False, f"{label}: {why}")
                 if tail and not verbose:
-                    results.bot_log = tail  # type: ignore[attr-defined]
+                    results.real_log = tail
                 return
             slow = [
                 a["ms"] for h in record["hands"] for a in h["actions"] if a["seat"] == 0 and a["ms"] > deadline * 1000
@@ -923,8 +911,6 @@ def run_checks(
     except OSError as e:
         print(f"gaigel check-bot: error: cannot start {' '.join(cmd)!r}: {e.strerror or e}", file=sys.stderr)
         return 2
-    scripted_log = getattr(results, "bot_log", "")
-    results.bot_log = ""  # type: ignore[attr-defined]
     join = results.checks.get(JOIN)
     if join is None or join.ok is not False:  # a bot that cannot join would fail the real matches the same way
         run_real(cmd, results, deadline, max_matches, verbose, startup_timeout, confinement)
@@ -940,7 +926,7 @@ def run_checks(
             tag = "PASS" if c.ok else ("FAIL" if c.ok is False else "NOT REACHED")
             print(f"{tag:5} {c.name}: {c.reason}")
         shown = "\n".join(c.reason for c in checks)
-        logs = [x for x in (scripted_log, getattr(results, "bot_log", "")) if x and x not in shown]
+        logs = [x for x in (results.scripted_log, results.real_log) if x and x not in shown]
         if not ok and logs:
             print("last lines of the bot's output:")
             print("\n".join(logs))

@@ -19,7 +19,7 @@ from gaigel.bots import HOUSE_BOTS
 from gaigel.botseed import bot_seeds
 from gaigel.cli import CliError, add_ruleset_args, players_arg, positive_int, ruleset_from_args, seconds_arg, seed_arg
 from gaigel.deal import player_counts_text
-from gaigel.match import MatchSpec
+from gaigel.match import MatchSpec, MatchTermination
 from gaigel_harness.launch import bot_environment
 from gaigel_harness.startup import (
     REFUSAL_GRACE,
@@ -35,6 +35,7 @@ from gaigel_server.commands import add_clock_args, clock_from_args, clock_option
 
 if TYPE_CHECKING:
     from gaigel_server.servicer import Refusal
+    from gaigel_server.table import Table
 
 EXIT_GRACE_S = 1.0
 """Seconds a match may take to end on its own after the bot process exited (it may exit right after MatchEnd)."""
@@ -228,8 +229,10 @@ async def _play_on_server(
 ) -> tuple[dict[str, Any], list[str]]:
     """Runs one match on an in-process server; non-house bots are launched from *commands* (one process per seat)."""
     from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_server import matches
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, create_server
+    from gaigel_server.states import TableState
 
     configure_logging("warning")
     config = ServerConfig(clock=clock)
@@ -243,7 +246,6 @@ async def _play_on_server(
             if name in commands:
                 proc = await _start_bot(commands[name], f"127.0.0.1:{port}", name, tokens[name])
                 procs[name if seat_bots.count(name) == 1 else f"{name} (seat {seat})"] = proc
-        servicer = _match_servicer(server)
         request = ms.CreateMatchRequest(
             players=len(seat_bots),
             seat_bots=seat_bots,
@@ -254,32 +256,23 @@ async def _play_on_server(
             first_dealer_seat=first_dealer,
             match_key=match_key,
         )
-        table = servicer.build_table(request)
-        server.lobby.add_table(table)
         assert server.play is not None
         watch = _Watch(time_limit, procs, f"127.0.0.1:{port}", startup_timeout, server.play.refusals)
-        while table.state != "ended":
-            note = await watch.why_stop(table.state == "waiting")
+
+        async def stop(table: Table) -> str:
+            note = await watch.why_stop(table.state is TableState.WAITING) or ""
             if note:
                 notes.append(note)
-                server.lobby.cancel(table, "cancelled", note.split("\n")[0])
-                if table.task is not None:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await table.task
-                break
-            await asyncio.sleep(0.05)
+            return note
+
+        table = server.lobby.open(matches.validate(request, server.bots, server.config.clock))
+        await server.lobby.play(table, stop)
         assert table.record is not None
         return table.record, notes
     finally:
         for proc in procs.values():
             await _stop_bot(proc)
         await server.stop(1.0)
-
-
-def _match_servicer(server: Any) -> Any:
-    from gaigel_server.servicer import MatchServicer
-
-    return MatchServicer(server.lobby, server.bots, server.metrics, server.admin_token, server.config.clock)
 
 
 RPC_TIMEOUT = 10.0
@@ -405,7 +398,7 @@ def _report_try(args: argparse.Namespace, seed: int, record: dict[str, Any], not
     result = record.get("result") or {}
     termination = result.get("termination", "?")
     faults = [f for f in record.get("faults", []) if f["seat"] == 0]
-    ok = termination == "completed" and not faults and not notes
+    ok = termination == MatchTermination.COMPLETED.value and not faults and not notes
     if args.json:
         print(
             json.dumps(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import assert_never
+from typing import Any, assert_never
 
 from google.protobuf import duration_pb2
 
@@ -33,7 +33,7 @@ from gaigel.events import (
     SevenShown,
     TrickTaken,
 )
-from gaigel.match import MATCH_TERMINATIONS
+from gaigel.match import FaultReason, MatchTermination
 from gaigel.observation import Observation
 from gaigel.ruleset import Opening, Ruleset
 from gaigel.state import GaigelState, HandOutcome, Termination
@@ -56,8 +56,25 @@ HAND_TERMINATION = {
     Termination.REDEAL: cm.HAND_TERMINATION_REDEAL,
 }
 
-# By name, so a termination the engine adds without a proto value fails at import.
-MATCH_TERMINATION = {t: cm.MatchTermination.Value(f"MATCH_TERMINATION_{t.upper()}") for t in MATCH_TERMINATIONS}
+
+def _by_name(values: Any, prefix: str, names: list[str]) -> dict[str, int]:
+    """Each of *names* -> its proto value ``prefix + name``, checked both ways when this module is
+    imported: an engine name without a proto value, or a proto value the engine lacks, fails here
+    rather than when that fault or termination first happens."""
+    proto = {n.removeprefix(prefix): v for n, v in values.items() if v}
+    if set(proto) != set(names):
+        raise ImportError(f"{prefix}*: the proto has {sorted(proto)}, the engine {sorted(names)}")
+    return proto
+
+
+_TERMINATIONS = _by_name(cm.MatchTermination, "MATCH_TERMINATION_", [t.name for t in MatchTermination])
+MATCH_TERMINATION: dict[MatchTermination, cm.MatchTermination.ValueType] = {
+    t: cm.MatchTermination.ValueType(_TERMINATIONS[t.name]) for t in MatchTermination
+}
+_FAULTS = _by_name(cm.FaultReason, "FAULT_REASON_", [r.value for r in FaultReason])
+FAULT_REASON: dict[FaultReason, cm.FaultReason.ValueType] = {
+    r: cm.FaultReason.ValueType(_FAULTS[r.value]) for r in FaultReason
+}
 
 _PHASES = {
     "opening": gm.PHASE_OPENING,
@@ -379,12 +396,12 @@ def hand_end(state: GaigelState | None, hand_index: int, deciding_seat: int | No
 
 
 def fault(
-    seat: int, reason: str, message: str, hand: int | None, decision_id: str, strike: bool, strikes: int
+    seat: int, reason: FaultReason, message: str, hand: int | None, decision_id: str, strike: bool, strikes: int
 ) -> cm.Fault:
-    """A Fault message; *reason* is the record's reason code, e.g. ``"TIMEOUT_FALLBACK"``."""
+    """A Fault message."""
     out = cm.Fault(
         seat=seat,
-        reason=cm.FaultReason.Value("FAULT_REASON_" + reason),
+        reason=FAULT_REASON[reason],
         decision_id=decision_id,
         strike=strike,
         strikes=strikes,
@@ -401,6 +418,7 @@ def side_results(hands_won: Sequence[int], dashes: Sequence[int]) -> list[gm.Sid
 
 
 __all__ = [
+    "FAULT_REASON",
     "HAND_TERMINATION",
     "MATCH_TERMINATION",
     "HandEvents",

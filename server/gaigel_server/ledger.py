@@ -13,6 +13,7 @@ import dataclasses
 import hmac
 from collections.abc import Callable, Collection
 
+from gaigel.match import FaultReason
 from gaigel.state import IllegalActionError
 from gaigel_api.v1 import bot_service_pb2 as bs
 
@@ -33,7 +34,7 @@ class Reject:
 
     reason: bs.RejectReason.ValueType
     message: str
-    fault: str | None
+    fault: FaultReason | None
     strikes: int
     """The seat's strikes once this rejection is charged."""
     decision_open: bool
@@ -122,7 +123,7 @@ class SeatLedger:
                 return Accept()
             why = self._why_illegal(action_id)
             return self._reject(
-                bs.REJECT_REASON_ILLEGAL_ACTION, str(IllegalActionError(action_id, why)), "ILLEGAL_ACTION"
+                bs.REJECT_REASON_ILLEGAL_ACTION, str(IllegalActionError(action_id, why)), FaultReason.ILLEGAL_ACTION
             )
         if self._is_resent(decision_id, action_id):
             # After a Resume the bot cannot know whether its last answer arrived, so it sends it
@@ -142,16 +143,16 @@ class SeatLedger:
             return self._reject(bs.REJECT_REASON_STALE_DECISION, message, None)
         if decision_id in self.issued:
             message = f"decision {decision_id} is closed (already answered, or decided by a timeout fallback)"
-            return self._reject(bs.REJECT_REASON_STALE_DECISION, message, "STALE_DECISION")
+            return self._reject(bs.REJECT_REASON_STALE_DECISION, message, FaultReason.STALE_DECISION)
         if did is None:
             message = (
                 f"no decision is open for seat {self.seat}; decision {decision_id!r} was never issued to this session"
             )
-            return self._reject(bs.REJECT_REASON_NOT_YOUR_TURN, message, "STALE_DECISION")
+            return self._reject(bs.REJECT_REASON_NOT_YOUR_TURN, message, FaultReason.STALE_DECISION)
         message = f"decision {decision_id!r} was never issued to this session (the open decision has another id)"
-        return self._reject(bs.REJECT_REASON_UNKNOWN_DECISION, message, "STALE_DECISION")
+        return self._reject(bs.REJECT_REASON_UNKNOWN_DECISION, message, FaultReason.STALE_DECISION)
 
-    def _reject(self, reason: bs.RejectReason.ValueType, message: str, fault: str | None) -> Reject:
+    def _reject(self, reason: bs.RejectReason.ValueType, message: str, fault: FaultReason | None) -> Reject:
         strikes = self.strikes + (fault is not None)
         open_after = self.open is not None and strikes <= self.strikes_limit
         return Reject(reason, message, fault, strikes, open_after)

@@ -8,21 +8,26 @@ writes records. Tables do not know the lobby: each gets its :class:`~gaigel_serv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import secrets
 import time
 from collections import Counter, deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from gaigel.match import Bot, MatchSpec
+from gaigel.bots import make_bot
+from gaigel.match import MatchTermination
 from gaigel.record import dump_record
-from gaigel_server.clock import Clock
 from gaigel_server.logging import get_logger
+from gaigel_server.matches import MatchPlan
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import Abort, BotSession
-from gaigel_server.table import ENDED, RUNNING, WAITING, Table, TableHooks
+from gaigel_server.states import TableState
+from gaigel_server.table import Table, TableHooks
 
 
 class ServiceError(Exception):
@@ -70,6 +75,7 @@ class Lobby:
         self.idle: dict[str, list[BotSession]] = {}
         self.sessions: dict[str, set[BotSession]] = {}
         self.closing = False
+        self.log = get_logger()
         self.hooks = TableHooks(metrics, self.records.save, self._ended)
 
     # --- sessions --------------------------------------------------------------------
@@ -104,7 +110,7 @@ class Lobby:
     def stream_closed(self, session: BotSession) -> None:
         """The stream of *session* ended: in a match the disconnect policy applies, else the session ends."""
         table = session.table
-        if table is not None and table.state == RUNNING and not session.closed:
+        if table is not None and table.state is TableState.RUNNING and not session.closed:
             table.on_disconnect(session.seat, session)
         else:
             self.drop(session)
@@ -133,7 +139,7 @@ class Lobby:
                 grpc.StatusCode.UNAUTHENTICATED, f"Resume: wrong resume token for match {match_id} seat {seat}"
             )
         session = table.sessions[seat]
-        if table.state != RUNNING or session is None or session.table is not table:
+        if table.state is not TableState.RUNNING or session is None or session.table is not table:
             raise ServiceError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"Resume: match {match_id} is over (or seat {seat} is not played over a stream)",
@@ -157,26 +163,64 @@ class Lobby:
 
     # --- tables ----------------------------------------------------------------------
 
-    def new_table(
-        self, match_id: str, spec: MatchSpec, clock: Clock, preset: str, house: dict[int, Bot], request_id: str = ""
-    ) -> Table:
-        """A waiting table wired to this lobby (not yet listed: see :meth:`add_table`)."""
-        return Table(match_id, spec, clock, preset, house, self.hooks, request_id)
+    def requested(self, request_id: str) -> Table | None:
+        """The table an earlier request with this (non-empty) *request_id* opened, if kept."""
+        match_id = self.by_request.get(request_id) if request_id else None
+        return None if match_id is None else self.tables.get(match_id)
 
-    def add_table(self, table: Table) -> None:
-        """Registers a new waiting table and starts it if its sessions are there."""
+    def open(self, plan: MatchPlan) -> Table:
+        """Lists a new waiting table for *plan* (see :func:`gaigel_server.matches.validate`) and starts
+        it once its sessions are there; a plan whose request id opened a table already gets that table.
+
+        :raises ServiceError: UNAVAILABLE once the server is shutting down.
+        """
+        earlier = self.requested(plan.request_id)
+        if earlier is not None:
+            return earlier
+        if self.closing:
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        house = {seat: make_bot(kind) for seat, kind in plan.house.items()}
+        table = Table(secrets.token_hex(8), plan.spec, plan.clock, plan.preset, house, self.hooks, plan.request_id)
+        table.withhold_seed = plan.withhold_seed
+        table.match_key = plan.match_key or table.match_id
+        table.to_proto(admin=True)  # whatever cannot be encoded fails here, before the table is listed
+        for bot in plan.remote_bots:
+            self.metrics.bot(bot)
         self.tables[table.match_id] = table
         self.waiting[table.match_id] = table
         if table.request_id:
             self.by_request[table.request_id] = table.match_id
+        self.log.info("match_created", match_id=table.match_id, players=table.spec.players, bots=list(table.spec.bots))
         self.try_start()
+        return table
+
+    async def play(
+        self, table: Table, watch: Callable[[Table], Awaitable[str]] | None = None, every: float = 0.05
+    ) -> Table:
+        """Returns once *table* has ended (its record and termination are set).
+
+        *watch*, if given, is asked every *every* seconds until then; a reason it returns cancels
+        the match with it (its first line is the record's cancel_reason).
+        """
+        while not table.over.is_set():
+            if watch is None:
+                await table.over.wait()
+                break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(every):
+                    await table.over.wait()
+            why = "" if table.over.is_set() else await watch(table)
+            if why:
+                self.cancel(table, MatchTermination.CANCELLED, why.split("\n")[0])
+                await table.over.wait()
+        return table
 
     def try_start(self) -> None:
         """Starts every waiting table (oldest first) whose remote seats all have idle sessions."""
         if self.closing:
             return
         for table in list(self.waiting.values()):
-            if table.state != WAITING:
+            if table.state is not TableState.WAITING:
                 self.waiting.pop(table.match_id, None)
                 continue
             remote = [s for s in range(table.spec.players) if s not in table.house]
@@ -217,7 +261,7 @@ class Lobby:
                 if old.request_id and self.by_request.get(old.request_id) == old.match_id:
                     del self.by_request[old.request_id]
 
-    def cancel(self, table: Table, termination: str, reason: str = "") -> None:
+    def cancel(self, table: Table, termination: MatchTermination, reason: str = "") -> None:
         """Ends a waiting or running table as *termination* (cancelled or aborted)."""
         table.cancel(termination, reason)
 
@@ -226,8 +270,8 @@ class Lobby:
         self.closing = True
         tasks = []
         for table in list(self.tables.values()):
-            if table.state != ENDED:
-                self.cancel(table, "aborted", "server shutdown")
+            if table.state is not TableState.ENDED:
+                self.cancel(table, MatchTermination.ABORTED, "server shutdown")
                 if table.task is not None:
                     tasks.append(table.task)
         if tasks:

@@ -12,19 +12,10 @@ import contextlib
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
-from gaigel.match import MATCH_TERMINATIONS
+from gaigel.match import MATCH_TERMINATIONS, FaultReason
 
 DECISION_OUTCOMES = ("answered", "timeout_fallback", "house")
-FAULT_REASONS = (
-    "ILLEGAL_ACTION",
-    "STALE_DECISION",
-    "TIMEOUT_FALLBACK",
-    "FORFEIT",
-    "DISCONNECT",
-    "RESUMED",
-    "MALFORMED_MESSAGE",
-    "MISSING_JOIN",
-)
+FAULT_REASONS = tuple(r.value for r in FaultReason)
 TERMINATIONS = MATCH_TERMINATIONS
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 OTHER_BOTS = "_other"

@@ -10,8 +10,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import json
-import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,17 +17,13 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from gaigel.bots import HOUSE_BOTS, make_bot
-from gaigel.botseed import check_match_key
-from gaigel.deal import PLAYER_COUNTS, player_counts_text
-from gaigel.match import Bot, MatchSpec
-from gaigel.ruleset import PRESETS, Ruleset, RulesetError, preset
+from gaigel.match import FaultReason, MatchTermination
 from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
-from gaigel_server import SERVER_VERSION, codec
-from gaigel_server.auth import HOUSE_PREFIX, AuthError, BotRegistry, bearer_token, tokens_equal
+from gaigel_server import SERVER_VERSION, matches
+from gaigel_server.auth import AuthError, BotRegistry, bearer_token, tokens_equal
 from gaigel_server.clock import Clock
 from gaigel_server.frontdoor import FrontDoor
 from gaigel_server.guard import Backoff, ByteBudget, PendingStreams, RateLimitedLog, clip
@@ -37,9 +31,10 @@ from gaigel_server.lobby import Lobby, ServiceError
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import MAX_QUEUED_BYTES, Abort, Answer, BotSession, Outgoing, Stream
-from gaigel_server.table import ENDED, RUNNING, WAITING, Table
+from gaigel_server.states import TableState
+from gaigel_server.table import Table
 
-_STATE_NAMES = {ms.MATCH_STATE_WAITING: WAITING, ms.MATCH_STATE_RUNNING: RUNNING, ms.MATCH_STATE_ENDED: ENDED}
+_STATES = {s.proto: s for s in TableState}
 MAX_PAGE = 1000
 BACKLOG_HIGH = 256
 """Messages queued for a stream above which the server stops reading that stream's requests.
@@ -56,8 +51,6 @@ INBOUND_BURST_BYTES = 256 * 1024
 answering every decision at once sends (see :class:`gaigel_server.guard.ByteBudget`)."""
 MAX_VERSION = 64
 """Characters of a bot_version kept (in the session, its logs and records); longer ones are clipped."""
-MAX_REQUEST_ID = 128
-"""Longest CreateMatch request_id: it is a key the server keeps."""
 SESSION_STRIKES = 8
 """Session-limit refusals of one token in a row after which the connection they came on is ended."""
 MAX_DECISION_ID = 64
@@ -389,9 +382,9 @@ class BotServicer:
         return host
 
     async def _read(self, it: AsyncIterator[bytes], session: BotSession, stream: Stream) -> None:
-        def fail(code: grpc.StatusCode, reason: str, message: str) -> None:
+        def fail(code: grpc.StatusCode, reason: FaultReason, message: str) -> None:
             table = session.table
-            if table is not None and table.state == RUNNING:
+            if table is not None and table.state is TableState.RUNNING:
                 table.fault(session.seat, reason, message, strike=False)
             stream.queue.put_nowait(Abort(code, f"{reason}: {message}"))
 
@@ -409,14 +402,18 @@ class BotServicer:
                 except DecodeError as e:
                     fail(
                         grpc.StatusCode.INVALID_ARGUMENT,
-                        "MALFORMED_MESSAGE",
+                        FaultReason.MALFORMED_MESSAGE,
                         f"a message is not a valid PlayRequest ({e})",
                     )
                     return
                 kind = req.WhichOneof("message")
                 if kind == "action":
                     if not req.action.decision_id:
-                        fail(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE", "Action.decision_id is required")
+                        fail(
+                            grpc.StatusCode.INVALID_ARGUMENT,
+                            FaultReason.MALFORMED_MESSAGE,
+                            "Action.decision_id is required",
+                        )
                         return
                     if len(req.action.decision_id) > MAX_DECISION_ID:
                         _reject_long_id(session, req.action)
@@ -425,7 +422,7 @@ class BotServicer:
                         req.action.decision_id, req.action.action_id, time.monotonic(), req.action.time_capped
                     )
                     table = session.table
-                    if table is not None and table.state == RUNNING:
+                    if table is not None and table.state is TableState.RUNNING:
                         table.on_action(session.seat, answer)
                     else:
                         session.send(
@@ -441,12 +438,16 @@ class BotServicer:
                 elif kind in ("join", "resume"):
                     fail(
                         grpc.StatusCode.FAILED_PRECONDITION,
-                        "MISSING_JOIN",
+                        FaultReason.MISSING_JOIN,
                         f"{kind} is valid only as the first message of a stream",
                     )
                     return
                 else:
-                    fail(grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_MESSAGE", "PlayRequest has no message set")
+                    fail(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        FaultReason.MALFORMED_MESSAGE,
+                        "PlayRequest has no message set",
+                    )
                     return
             if not stream.closed and not session.leaving:
                 # The bot closed its sending side without Leave: it can answer nothing more, so it
@@ -589,91 +590,17 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self, request: ms.CreateMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ms.CreateMatchResponse:
         await self._auth(context)
-        if self.lobby.closing:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
-        if len(request.request_id) > MAX_REQUEST_ID:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"request_id has {len(request.request_id)} characters; at most {MAX_REQUEST_ID}",
-            )
-        if request.request_id and request.request_id in self.lobby.by_request:
-            return ms.CreateMatchResponse(
-                match=self.lobby.tables[self.lobby.by_request[request.request_id]].to_proto(admin=True)
-            )
+        table = self.lobby.requested(request.request_id)
         try:
-            table = self.build_table(request)
-        except ValueError as e:
+            if table is None:  # a retried request gets its match, whatever changed since
+                table = self.lobby.open(matches.validate(request, self.registry, self.default_clock))
+        except matches.InvalidMatch as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             raise
-        table.to_proto(admin=True)  # whatever cannot be encoded fails here, before the table is listed
-        self.lobby.add_table(table)
-        self.log.info("match_created", match_id=table.match_id, players=table.spec.players, bots=list(table.spec.bots))
+        except ServiceError as e:
+            await context.abort(e.code, e.message)
+            raise
         return ms.CreateMatchResponse(match=table.to_proto(admin=True))
-
-    def build_table(self, request: ms.CreateMatchRequest) -> Table:
-        """A new waiting table for *request*.
-
-        :raises ValueError: naming the first invalid field.
-        """
-        n = request.players
-        if n not in PLAYER_COUNTS:
-            raise ValueError(f"players must be {player_counts_text()}, got {n}")
-        name = request.ruleset_preset or "default"
-        if name not in PRESETS:
-            raise ValueError(f"ruleset_preset must be one of {', '.join(PRESETS)}, got {name!r}")
-        try:
-            overrides = json.loads(request.ruleset_overrides_json) if request.ruleset_overrides_json else {}
-            if not isinstance(overrides, dict):
-                raise ValueError("ruleset_overrides_json must be a JSON object")
-            overrides.pop("players", None)
-            rules = Ruleset.from_dict(overrides, base=preset(name, n))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"ruleset_overrides_json is not valid JSON: {e.msg}") from None
-        except RecursionError:
-            raise ValueError("ruleset_overrides_json is nested too deeply (options are a flat object)") from None
-        except RulesetError as e:
-            raise ValueError(f"ruleset_overrides_json: {e}") from None
-        if bool(request.seat_bots) == bool(request.side_bots):
-            raise ValueError("give exactly one of seat_bots (one per seat) and side_bots (one per side)")
-        if request.seat_bots:
-            if len(request.seat_bots) != n:
-                raise ValueError(f"seat_bots needs {n} names (one per seat), got {len(request.seat_bots)}")
-            bots = list(request.seat_bots)
-        else:
-            if len(request.side_bots) != rules.num_sides:
-                raise ValueError(
-                    f"side_bots needs {rules.num_sides} names (one per side), got {len(request.side_bots)}"
-                )
-            bots = [request.side_bots[rules.side_of(s)] for s in range(n)]
-        house: dict[int, Bot] = {}
-        for seat, bot in enumerate(bots):
-            if bot.startswith(HOUSE_PREFIX):
-                kind = bot[len(HOUSE_PREFIX) :]
-                if kind not in HOUSE_BOTS:
-                    raise ValueError(
-                        f"unknown house bot {clip(bot)!r} (house bots: {', '.join(HOUSE_PREFIX + b for b in sorted(HOUSE_BOTS))})"
-                    )
-                house[seat] = make_bot(kind)
-            elif bot not in self.registry:
-                raise ValueError(
-                    f"bot {clip(bot)!r} is not registered (RegisterBot first, or use a house bot such as 'house:random')"
-                )
-            else:
-                self.metrics.bot(bot)
-        check_match_key(request.match_key)
-        if request.hands < 1:
-            raise ValueError(f"hands must be at least 1, got {request.hands}")
-        seed = request.seed if request.HasField("seed") else secrets.randbits(64)
-        # Absent: the last seat deals, so seat 0 leads hand 0 (MatchSpec's default, -1).
-        first_dealer = request.first_dealer_seat if request.HasField("first_dealer_seat") else -1
-        if not -1 <= first_dealer < n:
-            raise ValueError(f"first_dealer_seat must be a seat 0..{n - 1} (or absent), got {first_dealer}")
-        spec = MatchSpec(ruleset=rules, seed=seed, hands=request.hands, bots=tuple(bots), first_dealer=first_dealer)
-        clock = codec.merge_clock(self.default_clock, request.clock if request.HasField("clock") else None)
-        table = self.lobby.new_table(secrets.token_hex(8), spec, clock, name, house, request.request_id)
-        table.withhold_seed = request.withhold_seed
-        table.match_key = request.match_key or table.match_id
-        return table
 
     async def GetMatch(
         self, request: ms.GetMatchRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -691,7 +618,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         except ValueError:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token is not one this server issued")
             raise
-        wanted = _STATE_NAMES.get(request.state)
+        wanted = _STATES.get(request.state)
         tables = list(reversed(self.lobby.tables.values()))
         tables = [
             t
@@ -707,11 +634,13 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
     ) -> ms.CancelMatchResponse:
         await self._auth(context)
         table = await self._table(request.match_id, context)
-        if table.state == ENDED:
+        if table.state is TableState.ENDED:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, f"match {table.match_id} has already ended ({table.termination})"
             )
-        self.lobby.cancel(table, "cancelled", clip(request.reason, 200) or "cancelled by an administrator")
+        self.lobby.cancel(
+            table, MatchTermination.CANCELLED, clip(request.reason, 200) or "cancelled by an administrator"
+        )
         if table.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(table.task)
@@ -722,7 +651,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
     ) -> ms.GetMatchRecordResponse:
         await self._auth(context)
         table = await self._table(request.match_id, context)
-        if table.state != ENDED or table.record_json is None:
+        if table.state is not TableState.ENDED or table.record_json is None:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"match {table.match_id} is {table.state}: its record (with the seed) is available once it has ended",
@@ -755,7 +684,9 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         name = request.bot_name
         if name not in self.registry:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"bot {clip(name)!r} is not registered")
-        seated = [t.match_id for t in self.lobby.tables.values() if t.state != ENDED and name in t.spec.bots]
+        seated = [
+            t.match_id for t in self.lobby.tables.values() if t.state is not TableState.ENDED and name in t.spec.bots
+        ]
         if seated:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,

@@ -33,6 +33,7 @@ from gaigel.botseed import bot_seeds
 from gaigel.match import (
     Bot,
     DecisionRequest,
+    FaultReason,
     HandEnded,
     HandStarted,
     MatchDriver,
@@ -51,8 +52,7 @@ from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.session import Answer, BotSession
-
-WAITING, RUNNING, ENDED = "waiting", "running", "ended"
+from gaigel_server.states import TableState
 
 Decided = tuple[int, float, tuple[str, ...]]
 """A decision taken: the action id, the seconds it took, the record flags."""
@@ -67,6 +67,18 @@ class TableHooks:
     """Keeps the record of an ended match, by match id."""
     on_ended: Callable[[Table], None]
     """Called last once the match has ended: the sessions go back to their pools."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Forfeit:
+    """Why a side forfeited: the seat whose fault it was, the reason code of that fault (the strike over
+    the limit, or the DISCONNECT not resumed in time) and the server's FORFEIT message."""
+
+    side: int
+    seat: int
+    bot: str
+    reason: FaultReason
+    message: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +119,12 @@ class Table:
         self.hooks = hooks
         self.metrics = hooks.metrics
         n = spec.players
+        self.modes = [""] * n
+        """How each remote seat's session joined: "compact" or "plain" ("" for house seats, and before the start)."""
         self.versions = ["" if s not in house else getattr(house[s], "version", "1") for s in range(n)]
         self.resume_tokens = [secrets.token_urlsafe(24) for _ in range(n)]
-        self.state = WAITING
-        self.termination = ""
+        self.state = TableState.WAITING
+        self.termination: MatchTermination | None = None
         self.create_time = _now_ts()
         self.start_time: timestamp_pb2.Timestamp | None = None
         self.end_time: timestamp_pb2.Timestamp | None = None
@@ -119,7 +133,9 @@ class Table:
         self.driver: MatchDriver | None = None
         """Steps the match and writes its record, from the start (or a cancel while waiting) to the end."""
         self.task: asyncio.Task[None] | None = None
-        self.cancel_termination = "cancelled"
+        self.over = asyncio.Event()
+        """Set once the match has ended, its record kept (see :meth:`gaigel_server.lobby.Lobby.play`)."""
+        self.cancel_termination = MatchTermination.CANCELLED
         self.cancel_reason = ""
         self.ledgers = [SeatLedger(s, clock.strikes_limit) for s in range(n)]
         self.seat_clocks = [SeatClock(clock) for _ in range(n)]
@@ -127,6 +143,7 @@ class Table:
         self.broadcast = Broadcast(n, owner=self)
         self.inbox: asyncio.Queue[Answer | Forfeited] = asyncio.Queue()
         self.forfeit_side: int | None = None
+        self.forfeit: Forfeit | None = None
         self.hand_events: codec.HandEvents | None = None  # routes the engine events of the hand in play
         self.tricks_cache: list[gm.Trick] = []  # completed tricks of the current hand, as sent in observations
         self._latencies: dict[int, Histogram] = {}  # seat -> its bot's decision_seconds child, see _latency
@@ -153,15 +170,15 @@ class Table:
 
     def winner_sides(self) -> list[int]:
         """The sides that won an ended match (none when it was cancelled or aborted)."""
-        if self.termination == "forfeit" and self.forfeit_side is not None:
+        if self.termination is MatchTermination.FORFEIT and self.forfeit_side is not None:
             return [x for x in range(self.rules.num_sides) if x != self.forfeit_side]
-        if self.termination == "completed":
+        if self.termination is MatchTermination.COMPLETED:
             return self.score.winners()
         return []
 
     def watch(self, from_start: bool) -> SpectatorQueue:
         """A spectator queue: the match, then the public messages (all, or of the current hand)."""
-        return self.broadcast.watch(self.to_proto(admin=False), from_start, ended=self.state == ENDED)
+        return self.broadcast.watch(self.to_proto(admin=False), from_start, ended=self.state is TableState.ENDED)
 
     def unwatch(self, q: SpectatorQueue) -> None:
         """Forgets the queue of a WatchMatch stream that has ended."""
@@ -180,9 +197,9 @@ class Table:
 
     # --- faults ----------------------------------------------------------------------
 
-    def fault(self, seat: int, reason: str, message: str, strike: bool, decision_id: str = "") -> None:
+    def fault(self, seat: int, reason: FaultReason, message: str, strike: bool, decision_id: str = "") -> None:
         """Charges a fault to *seat*: record, metrics, a Fault event; forfeits over the strikes limit."""
-        if self.state != RUNNING:
+        if self.state is not TableState.RUNNING:
             return
         ledger = self.ledgers[seat]
         over_limit = strike and ledger.strike()
@@ -196,18 +213,21 @@ class Table:
         self.log.info(
             "fault", seat=seat, bot=self.seat_bot(seat), reason=reason, strikes=ledger.strikes, detail=message
         )
-        summary = f"seat {seat}: {reason.lower().replace('_', ' ')}"
+        summary = f"seat {seat}: {reason.value.lower().replace('_', ' ')}"
         public = codec.fault(seat, reason, summary, hand_index, "", strike, ledger.strikes)
         self.broadcast.fault(seat, max(driver.hand_index, 0), own, public)
         if over_limit:
-            self._forfeit(seat, f"seat {seat} has {ledger.strikes} strikes, over the limit of {ledger.strikes_limit}")
+            why = f"seat {seat} has {ledger.strikes} strikes, over the limit of {ledger.strikes_limit}"
+            self._forfeit(seat, reason, why)
 
-    def _forfeit(self, seat: int, why: str) -> None:
-        if self.forfeit_side is not None or self.state != RUNNING:
+    def _forfeit(self, seat: int, cause: FaultReason, why: str) -> None:
+        if self.forfeit_side is not None or self.state is not TableState.RUNNING:
             return
-        self.forfeit_side = self.rules.side_of(seat)
-        self.fault(seat, "FORFEIT", f"side {self.forfeit_side} forfeits: {why}", strike=False)
-        self.inbox.put_nowait(Forfeited(self.forfeit_side))
+        side = self.forfeit_side = self.rules.side_of(seat)
+        message = f"side {side} forfeits: {why}"
+        self.forfeit = Forfeit(side, seat, self.seat_bot(seat), cause, message)
+        self.fault(seat, FaultReason.FORFEIT, message, strike=False)
+        self.inbox.put_nowait(Forfeited(side))
 
     # --- input from sessions ---------------------------------------------------------
 
@@ -243,11 +263,11 @@ class Table:
 
     def on_disconnect(self, seat: int, session: BotSession) -> None:
         """The stream of *seat* broke: the match goes on, the clock runs, Resume is possible for a while."""
-        if self.state != RUNNING or self.sessions[seat] is not session:
+        if self.state is not TableState.RUNNING or self.sessions[seat] is not session:
             return
         self.fault(
             seat,
-            "DISCONNECT",
+            FaultReason.DISCONNECT,
             f"the stream of seat {seat} ended; resume within {self.clock.resume_grace:g} s",
             strike=False,
         )
@@ -257,17 +277,18 @@ class Table:
     def _grace_over(self, seat: int, session: BotSession, since: float | None) -> None:
         # Only the disconnection that armed this timer counts: a seat that resumed and broke again has a new grace.
         if (
-            self.state == RUNNING
+            self.state is TableState.RUNNING
             and self.sessions[seat] is session
             and not session.connected
             and session.disconnected_at == since
         ):
-            self._forfeit(seat, f"seat {seat} did not resume within {self.clock.resume_grace:g} s")
+            why = f"seat {seat} did not resume within {self.clock.resume_grace:g} s"
+            self._forfeit(seat, FaultReason.DISCONNECT, why)
 
     def on_resume(self, seat: int, last_sequence: int) -> None:
         """A disconnected seat came back, having seen its messages up to *last_sequence*."""
         self.ledgers[seat].resumed(last_sequence)
-        self.fault(seat, "RESUMED", f"seat {seat} resumed", strike=False)
+        self.fault(seat, FaultReason.RESUMED, f"seat {seat} resumed", strike=False)
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -281,7 +302,8 @@ class Table:
             self.ledgers[seat] = SeatLedger(seat, self.clock.strikes_limit, earlier=sess.issued)
             sess.issued = self.ledgers[seat].issued
             self.versions[seat] = sess.bot_version
-        self.state = RUNNING
+            self.modes[seat] = "compact" if sess.compact else "plain"
+        self.state = TableState.RUNNING
         self.start_time = _now_ts()
         self._open_driver()
         self.task = asyncio.get_running_loop().create_task(self.run(), name=f"match-{self.match_id}")
@@ -302,24 +324,24 @@ class Table:
 
     async def run(self) -> None:
         """Plays the match to its end, whatever happens, and always writes the record."""
-        termination = "aborted"
+        termination = MatchTermination.ABORTED
         try:
             await self._play()
-            termination = "forfeit" if self.forfeit_side is not None else "completed"
+            termination = MatchTermination.FORFEIT if self.forfeit_side is not None else MatchTermination.COMPLETED
         except asyncio.CancelledError:
             termination = self.cancel_termination
         except Exception:
             self.log.exception("match_error")
-            termination = "aborted"
+            termination = MatchTermination.ABORTED
         self._finish(termination)
 
-    def cancel(self, termination: str, reason: str = "") -> None:
+    def cancel(self, termination: MatchTermination, reason: str = "") -> None:
         """Ends a waiting or running match as *termination* (cancelled or aborted)."""
         self.cancel_termination = termination
         self.cancel_reason = reason
-        if self.state == WAITING:
+        if self.state is TableState.WAITING:
             self._open_driver()  # a match that never started still gets its record
-            self.state = RUNNING
+            self.state = TableState.RUNNING
             self._finish(termination)
         elif self.task is not None and not self.task.done():
             self.task.cancel()
@@ -449,7 +471,7 @@ class Table:
             self.metrics.decided["timeout_fallback"].inc()
             self.fault(
                 seat,
-                "TIMEOUT_FALLBACK",
+                FaultReason.TIMEOUT_FALLBACK,
                 f"no answer within {decision_time:g} s and the bank of {bank:.3f} s: falls back to the first legal action, {A.action_label(legal[0])}",
                 strike=True,
                 decision_id=did,
@@ -524,15 +546,19 @@ class Table:
 
     # --- the end ---------------------------------------------------------------------
 
-    def _finish(self, termination: str) -> None:
+    def _finish(self, termination: MatchTermination) -> None:
         driver = self.driver
         assert driver is not None
         self.termination = termination
         for ledger in self.ledgers:
             ledger.close()
         if driver.over is None:  # ended early: a forfeit, an abort or a cancel
-            forfeit = (self.forfeit_side,) if termination == "forfeit" and self.forfeit_side is not None else ()
-            over = driver.end(MatchTermination(termination), forfeit)
+            forfeit = (
+                (self.forfeit_side,)
+                if termination is MatchTermination.FORFEIT and self.forfeit_side is not None
+                else ()
+            )
+            over = driver.end(termination, forfeit)
             if over.aborted_hand is not None:
                 self.broadcast.announce("hand_end", codec.hand_end(None, over.aborted_hand, None, self.rules))
         assert driver.over is not None and driver.over.record is not None
@@ -540,20 +566,21 @@ class Table:
         if self.cancel_reason:
             record["cancel_reason"] = self.cancel_reason
         self._record_z = zlib.compress(json.dumps(record).encode())
-        self.state = ENDED
+        self.state = TableState.ENDED
         self.end_time = _now_ts()
         self.hooks.save_record(self.match_id, record)
         self._send_match_end()
-        self.metrics.matches.labels(termination).inc()
+        self.metrics.matches.labels(termination.value).inc()
         self.metrics.active_matches.dec()
         self.log.info(
             "match_end",
-            termination=termination,
+            termination=termination.value,
             hands_played=self.score.hands_played,
             winners=self.winner_sides(),
             dashes=list(self.score.dashes),
         )
         self._compact()
+        self.over.set()
         self.hooks.on_ended(self)
 
     def _send_match_end(self) -> None:
@@ -575,4 +602,4 @@ class Table:
             ledger.compact()
 
 
-__all__ = ["ENDED", "RUNNING", "WAITING", "Forfeited", "Table", "TableHooks"]
+__all__ = ["Forfeit", "Forfeited", "Table", "TableHooks"]

@@ -10,16 +10,16 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from gaigel.match import MatchTermination
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import codec
+from gaigel_server.states import TableState
 
 if TYPE_CHECKING:
     from gaigel_server.table import Table
-
-_STATE = {"waiting": ms.MATCH_STATE_WAITING, "running": ms.MATCH_STATE_RUNNING, "ended": ms.MATCH_STATE_ENDED}
 
 
 def _json(data: Any) -> str:
@@ -30,10 +30,10 @@ def match(table: Table, admin: bool) -> ms.Match:
     """The Match message. The seed reveals every hidden card: only once the match has ended,
     and with ``withhold_seed`` only to the *admin* (who may replay the same seed)."""
     rules, spec, score = table.rules, table.spec, table.score
-    ended = table.state == "ended"
+    ended = table.state is TableState.ENDED
     out = ms.Match(
         match_id=table.match_id,
-        state=_STATE[table.state],
+        state=table.state.proto,
         players=rules.players,
         ruleset_preset=table.preset,
         ruleset_json=_json(rules.to_dict()),
@@ -52,6 +52,7 @@ def match(table: Table, admin: bool) -> ms.Match:
     if ended and (admin or not table.withhold_seed):
         out.seed = spec.seed
     if ended:
+        assert table.termination is not None
         out.termination = codec.MATCH_TERMINATION[table.termination]
         out.winner_sides.extend(table.winner_sides())
     if table.start_time is not None:
@@ -88,6 +89,7 @@ def match_starts(table: Table) -> list[bs.MatchStart]:
 def match_end(table: Table) -> gm.MatchEnd:
     """The MatchEnd of an ended table, without faults (see :func:`with_faults`)."""
     score = table.score
+    assert table.termination is not None
     out = gm.MatchEnd(
         match_id=table.match_id,
         termination=codec.MATCH_TERMINATION[table.termination],
@@ -99,7 +101,7 @@ def match_end(table: Table) -> gm.MatchEnd:
         out.seed_withheld = True
     else:
         out.seed = table.spec.seed
-    if table.termination == "forfeit" and table.forfeit_side is not None:
+    if table.termination is MatchTermination.FORFEIT and table.forfeit_side is not None:
         out.forfeiting_side = table.forfeit_side
     return out
 
