@@ -22,7 +22,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "clients" / "python"))
@@ -35,7 +35,9 @@ from gaigel_api.v1 import bot_service_pb2 as bs  # noqa: E402
 from gaigel_api.v1 import game_pb2 as gm  # noqa: E402
 from gaigel_server import codec  # noqa: E402
 from gaigel_server.broadcast import Broadcast  # noqa: E402
+from gaigel_server.clock import Clock  # noqa: E402
 from gaigel_server.metrics import ServerMetrics  # noqa: E402
+from gaigel_server.seat import Seat, SeatHost  # noqa: E402
 from gaigel_server.session import BotSession, Stream  # noqa: E402
 
 
@@ -62,13 +64,12 @@ def play(players: int, hands: int, seed: int, compact: bool, t: Timer) -> int:
     rules = preset("default", players=players)
     spec = MatchSpec(ruleset=rules, seed=seed, hands=hands, bots=tuple(f"b{s}" for s in range(players)))
     metrics = ServerMetrics(CollectorRegistry())
-    owner = object()
-    broadcast = Broadcast(players, owner)
+    seats = [Seat(cast(SeatHost, None), s, Clock()) for s in range(players)]  # no table: nothing comes in
+    broadcast = Broadcast(seats)
     for s in range(players):
         joined = BotSession(f"b{s}", "1", compact=compact)
         joined.attach(Stream(max_queued_bytes=1 << 40))
-        joined.table = cast(Any, owner)  # Broadcast only checks that it is its owner
-        broadcast.seats[s] = joined
+        seats[s].bind(joined)
     driver = MatchDriver(spec, events=True)
     hev: codec.HandEvents | None = None
     tricks: list[gm.Trick] = []
@@ -79,7 +80,7 @@ def play(players: int, hands: int, seed: int, compact: bool, t: Timer) -> int:
         step = driver.next()
         if isinstance(step, DecisionRequest):
             decisions += 1
-            sess = broadcast.seats[step.seat]
+            sess = seats[step.seat].session
             assert sess is not None
             with t("DecisionRequest build"):
                 request = bs.DecisionRequest(

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import codec
-from gaigel_server.session import BotSession
+from gaigel_server.seat import Seat
 
 Public = tuple[str, Any]
 """A public message: the WatchMatchResponse field name and its message."""
@@ -27,9 +28,8 @@ SpectatorQueue = asyncio.Queue[Public | None]
 class Broadcast:
     """The seats' sessions and the spectators of one match, and what they were told."""
 
-    def __init__(self, players: int, owner: object) -> None:
-        self.owner = owner  # the table: a session bound to another table by now gets nothing more
-        self.seats: list[BotSession | None] = [None] * players
+    def __init__(self, seats: Sequence[Seat]) -> None:
+        self.seats = seats  # the table's: a seat whose session was released gets nothing more
         self.public: list[Public] = []
         self.packed = b""  # the public messages once the match has ended, see pack()
         self.hand_start_index = 0  # where the current hand begins in the public messages
@@ -39,8 +39,8 @@ class Broadcast:
 
     def send(self, seat: int, **message: Any) -> None:
         """Sends *message* to the session of *seat*, if it still plays this match."""
-        sess = self.seats[seat]
-        if sess is not None and sess.table is self.owner:
+        sess = self.seats[seat].session
+        if sess is not None:
             sess.send(**message)
 
     def announce(self, kind: str, msg: Any) -> None:
@@ -60,20 +60,6 @@ class Broadcast:
         for s in range(len(self.seats)):
             self.send(s, event=gm.Event(hand_index=hand, fault=own if s == seat else public))
         self.publish("event", gm.Event(hand_index=hand, fault=public))
-
-    def unbind(self) -> list[BotSession]:
-        """Unbinds and returns the sessions still playing this match; forgets every seat
-        (an ended table must not keep sessions alive)."""
-        out = []
-        for sess in self.seats:
-            if sess is None or sess.table is not self.owner:
-                continue
-            sess.table, sess.seat = None, -1
-            sess.buffer = []  # the resume buffer: no Resume into an ended match
-            sess.drop_held()  # MatchEnd has flushed them; nothing of this match may reach the next
-            out.append(sess)
-        self.seats = [None] * len(self.seats)
-        return out
 
     # --- spectators --------------------------------------------------------------------
 

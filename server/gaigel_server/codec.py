@@ -101,6 +101,28 @@ def card(c: CardId) -> cm.Card:
     return _CARDS[c]
 
 
+def rejection(
+    decision_id: str,
+    action_id: int,
+    reason: bs.RejectReason.ValueType,
+    message: str,
+    decision_open: bool = False,
+    strikes: int = 0,
+    strikes_limit: int = 0,
+) -> bs.ActionRejected:
+    """The ActionRejected of an answer (the verdict comes from the seat's ledger, or from the
+    servicer when the session plays no match)."""
+    return bs.ActionRejected(
+        decision_id=decision_id,
+        action_id=action_id,
+        reason=reason,
+        message=message,
+        decision_open=decision_open,
+        strikes=strikes,
+        strikes_limit=strikes_limit,
+    )
+
+
 def legal_action(a: int) -> bs.LegalAction:
     """One legal action with its label, kind and structured fields (shared and read-only, as :func:`card`)."""
     out = _LEGAL.get(a)
@@ -429,6 +451,7 @@ __all__ = [
     "hand_start",
     "legal_action",
     "observation",
+    "rejection",
     "side_results",
 ]
 

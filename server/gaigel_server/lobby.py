@@ -95,7 +95,6 @@ class Lobby:
 
     def make_idle(self, session: BotSession) -> None:
         """Puts *session* in its bot's pool and starts any table that can start now."""
-        session.table, session.seat = None, -1
         self.idle.setdefault(session.bot_name, []).append(session)
         self.try_start()
 
@@ -109,16 +108,16 @@ class Lobby:
 
     def stream_closed(self, session: BotSession) -> None:
         """The stream of *session* ended: in a match the disconnect policy applies, else the session ends."""
-        table = session.table
-        if table is not None and table.state is TableState.RUNNING and not session.closed:
-            table.on_disconnect(session.seat, session)
+        seat = session.seat
+        if seat is not None and seat.running and not session.closed:
+            seat.stream_broke(session)
         else:
             self.drop(session)
 
     def leave(self, session: BotSession) -> None:
         """A Leave: end now if idle, else after the current match."""
         session.leaving = True
-        if session.table is None:
+        if session.seat is None:
             self.drop(session)
             session.close()
 
@@ -134,12 +133,13 @@ class Lobby:
             raise ServiceError(
                 grpc.StatusCode.INVALID_ARGUMENT, f"Resume: seat must be 0..{table.spec.players - 1}, got {seat}"
             )
-        if not hmac.compare_digest(token.encode(), table.resume_tokens[seat].encode()):
+        place = table.seats[seat]
+        if not hmac.compare_digest(token.encode(), place.resume_token.encode()):
             raise ServiceError(
                 grpc.StatusCode.UNAUTHENTICATED, f"Resume: wrong resume token for match {match_id} seat {seat}"
             )
-        session = table.sessions[seat]
-        if table.state is not TableState.RUNNING or session is None or session.table is not table:
+        session = place.session
+        if table.state is not TableState.RUNNING or session is None:
             raise ServiceError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"Resume: match {match_id} is over (or seat {seat} is not played over a stream)",

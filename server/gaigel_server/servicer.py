@@ -22,7 +22,7 @@ from gaigel_api import PROTOCOL_VERSION
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
-from gaigel_server import SERVER_VERSION, matches
+from gaigel_server import SERVER_VERSION, codec, matches
 from gaigel_server.auth import AuthError, BotRegistry, bearer_token, tokens_equal
 from gaigel_server.clock import Clock
 from gaigel_server.frontdoor import FrontDoor
@@ -261,7 +261,7 @@ class BotServicer:
             )
             if resumed:
                 session.attach(stream, after=first.resume.last_sequence)
-                table.on_resume(session.seat, first.resume.last_sequence)
+                table.on_resume(first.resume.seat, first.resume.last_sequence)
             else:
                 self.lobby.make_idle(session)
             reader = asyncio.get_running_loop().create_task(self._read(it, session, stream))
@@ -296,7 +296,9 @@ class BotServicer:
         read within the slow-reader timeout, as does more than the byte budget waiting meanwhile:
         grpc holds a stalled stream's bytes, and a bot that never reads must not hold them, or its
         place, forever. (A watchdog, not a timeout per write: that cost every message a timer.)"""
-        began = stream.write_since = time.monotonic()
+        # The send is when the write began: a fast bot's answer can be read before this write's
+        # completion resumes us, and its time would then come out as 0.
+        item.began = stream.write_since = time.monotonic()
         try:
             await context.write(item.message)
         except asyncio.CancelledError:
@@ -309,10 +311,6 @@ class BotServicer:
         finally:
             stream.write_since = None
         stream.wrote(item)
-        if item.sent is not None and not item.sent.done():
-            # The send is when the write began: a fast bot's answer can be read before this
-            # write's completion resumes us, and its time would then come out as 0.
-            item.sent.set_result(began)
 
     def close(self) -> None:
         """Stops the watchdog (the server is stopping)."""
@@ -383,9 +381,9 @@ class BotServicer:
 
     async def _read(self, it: AsyncIterator[bytes], session: BotSession, stream: Stream) -> None:
         def fail(code: grpc.StatusCode, reason: FaultReason, message: str) -> None:
-            table = session.table
-            if table is not None and table.state is TableState.RUNNING:
-                table.fault(session.seat, reason, message, strike=False)
+            seat = session.seat
+            if seat is not None and seat.running:
+                seat.stream_fault(reason, message)
             stream.queue.put_nowait(Abort(code, f"{reason}: {message}"))
 
         budget = ByteBudget(INBOUND_BYTES_PER_S, INBOUND_BURST_BYTES)
@@ -421,16 +419,16 @@ class BotServicer:
                     answer = Answer(
                         req.action.decision_id, req.action.action_id, time.monotonic(), req.action.time_capped
                     )
-                    table = session.table
-                    if table is not None and table.state is TableState.RUNNING:
-                        table.on_action(session.seat, answer)
+                    seat = session.seat
+                    if seat is not None and seat.running:
+                        seat.act(answer)
                     else:
                         session.send(
-                            action_rejected=bs.ActionRejected(
-                                decision_id=answer.decision_id,
-                                action_id=answer.action_id,
-                                reason=bs.REJECT_REASON_NOT_YOUR_TURN,
-                                message="no match is running for this session",
+                            action_rejected=codec.rejection(
+                                answer.decision_id,
+                                answer.action_id,
+                                bs.REJECT_REASON_NOT_YOUR_TURN,
+                                "no match is running for this session",
                             )
                         )
                 elif kind == "leave":
@@ -479,11 +477,11 @@ def _settle(future: asyncio.Future[None]) -> None:
 def _reject_long_id(session: BotSession, action: bs.Action) -> None:
     """ActionRejected for a decision id longer than any the server issues, without the id."""
     session.send(
-        action_rejected=bs.ActionRejected(
-            decision_id="",
-            action_id=action.action_id,
-            reason=bs.REJECT_REASON_UNKNOWN_DECISION,
-            message=f"decision_id of {len(action.decision_id)} characters was never issued "
+        action_rejected=codec.rejection(
+            "",
+            action.action_id,
+            bs.REJECT_REASON_UNKNOWN_DECISION,
+            f"decision_id of {len(action.decision_id)} characters was never issued "
             f"(this server issues ids of at most {MAX_DECISION_ID}); not echoed",
         )
     )

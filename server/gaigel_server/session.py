@@ -18,16 +18,14 @@ import asyncio
 import dataclasses
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import grpc
 from google.protobuf.message import Message
 
+from gaigel.match import FaultReason
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import game_pb2 as gm
-
-if TYPE_CHECKING:
-    from gaigel_server.table import Table
 
 
 @dataclasses.dataclass
@@ -38,12 +36,14 @@ class Abort:
     message: str
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Outgoing:
-    """A serialized PlayResponse queued for a stream; *sent* is set, once it is written, to the time its write began."""
+    """A serialized PlayResponse queued for a stream; its writer notes when the write *began*
+    (``time.monotonic()``): a decision's clock starts then. A field, not a future: the table
+    reads it when it needs it, so a written request does not wake the table."""
 
     message: bytes
-    sent: asyncio.Future[float] | None = None
+    began: float | None = None
 
 
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
@@ -159,6 +159,23 @@ class Answer:
     time_capped: bool = False  # the bot's safety time cap cut the decision short (recorded as TIME_CAPPED)
 
 
+class BoundSeat(Protocol):
+    """The seat a session plays, as its stream's reader and the lobby reach it (a
+    :class:`gaigel_server.seat.Seat`, which alone sets and clears ``BotSession.seat``)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def act(self, answer: Answer) -> None: ...
+
+    def stream_fault(self, reason: FaultReason, message: str) -> None: ...
+
+    def stream_broke(self, session: BotSession) -> None: ...
+
+
 class BotSession:
     """One bot session: plays the matches it is assigned, one at a time."""
 
@@ -169,8 +186,7 @@ class BotSession:
         self.sequence = 0
         self.buffer: list[tuple[int, bytes]] = []  # (sequence, serialized PlayResponse) of the current match
         self.stream: Stream | None = None
-        self.table: Table | None = None
-        self.seat = -1
+        self.seat: BoundSeat | None = None  # set and cleared by the Seat it plays, see gaigel_server.seat
         self.resume_token = ""
         self.leaving = False
         self.closed = False
@@ -184,14 +200,14 @@ class BotSession:
 
     def send(self, **message: object) -> None:
         """Numbers, buffers and (if a stream is attached) queues one message."""
-        self._send(message, None)
+        self._send(message, False)
 
-    def send_tracked(self, **message: object) -> asyncio.Future[float] | None:
-        """Like :meth:`send`, and returns a future resolved with the write time once the message
-        is on the wire (None when no stream is attached): a decision's clock starts then."""
-        return self._send(message, asyncio.get_running_loop())
+    def send_tracked(self, **message: object) -> Outgoing | None:
+        """Like :meth:`send`, and returns the queued message, whose ``began`` its writer sets (None
+        when no stream is attached): a decision's clock starts when its write began."""
+        return self._send(message, True)
 
-    def _send(self, message: dict[str, object], loop: asyncio.AbstractEventLoop | None) -> asyncio.Future[float] | None:
+    def _send(self, message: dict[str, object], tracked: bool) -> Outgoing | None:
         ((kind, msg),) = message.items()
         if self.compact:
             if kind == "event":
@@ -203,8 +219,8 @@ class BotSession:
             if kind != "decision_request":
                 self.flush()
             elif self.held_start is not None or self.held_events:
-                return self._emit(kind, self._folded(cast(bs.DecisionRequest, msg)), loop)
-        return self._emit(kind, cast(Message, msg).SerializeToString(), loop)
+                return self._emit(kind, self._folded(cast(bs.DecisionRequest, msg)), tracked)
+        return self._emit(kind, cast(Message, msg).SerializeToString(), tracked)
 
     def _hold_start(self, hand_start: gm.HandStart) -> None:
         # A HandStart rides before its hand's events: anything held from before goes out first.
@@ -227,29 +243,28 @@ class BotSession:
         start, events = self.held_start, self.held_events
         self.held_start, self.held_events = None, []
         if start is not None:
-            self._emit("hand_start", start.SerializeToString(), None)
+            self._emit("hand_start", start.SerializeToString(), False)
         for event in events:
-            self._emit("event", event.SerializeToString(), None)
+            self._emit("event", event.SerializeToString(), False)
 
     def drop_held(self) -> None:
         """Forgets held messages: the match they belong to is over for this session."""
         self.held_start, self.held_events = None, []
 
-    def _emit(self, kind: str, payload: bytes, loop: asyncio.AbstractEventLoop | None) -> asyncio.Future[float] | None:
+    def _emit(self, kind: str, payload: bytes, tracked: bool) -> Outgoing | None:
         """Numbers, buffers and (if a stream is attached) queues the PlayResponse whose *kind* is *payload*."""
         self.sequence += 1
         # Serialized once here: the bytes are buffered for Resume and written as they are.
         data = envelope(self.sequence, kind, payload)
         if kind == "match_start":
             self.buffer = []
-        if self.table is not None:  # Resume exists only within a match: nothing to keep between them
+        if self.seat is not None:  # Resume exists only within a match: nothing to keep between them
             self.buffer.append((self.sequence, data))
         if self.stream is None or self.stream.closed:
             return None
-        # Only a DecisionRequest needs its write time: no future for the other messages.
-        fut: asyncio.Future[float] | None = loop.create_future() if loop is not None else None
-        self.stream.put(Outgoing(data, fut))
-        return fut
+        item = Outgoing(data)
+        self.stream.put(item)
+        return item if tracked else None
 
     def attach(self, stream: Stream, after: int | None = None) -> None:
         """Attaches *stream*; with *after* set, first resends buffered messages numbered above it."""
@@ -279,4 +294,4 @@ class BotSession:
         return self.stream is not None and not self.stream.closed
 
 
-__all__ = ["Abort", "Answer", "BotSession", "Outgoing", "Stream"]
+__all__ = ["Abort", "Answer", "BotSession", "BoundSeat", "Outgoing", "Stream"]

@@ -15,9 +15,7 @@ from the server around it comes in :class:`TableHooks`; the lobby lives in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import hmac
 import json
 import secrets
 import time
@@ -51,7 +49,8 @@ from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
-from gaigel_server.session import Answer, BotSession
+from gaigel_server.seat import Seat
+from gaigel_server.session import Answer, BotSession, Outgoing
 from gaigel_server.states import TableState
 
 Decided = tuple[int, float, tuple[str, ...]]
@@ -83,9 +82,74 @@ class Forfeit:
 
 @dataclasses.dataclass(frozen=True)
 class Forfeited:
-    """Put into the inbox when a side forfeits: a seat waiting for its answer stops waiting."""
+    """The outcome of an open decision when a side forfeits: the seat stops waiting."""
 
     side: int
+
+
+HOUSE_RUN = 16
+"""House decisions a table takes in a row before it lets other tables and streams run: a yield
+after each one cost a loop turn per decision of every match with a remote seat, which waits for
+its answer anyway (16 decisions of the house bots take well under a millisecond)."""
+
+WRITE_WAIT = 1.0
+"""Seconds a decision's clock waits for its request's write to begin; after that it runs from
+when the request was queued (a stream whose writer is stuck must not stop the clock)."""
+
+
+class _Pending:
+    """The open decision of a remote seat: its outcome (the accepted Answer, None at the deadline,
+    or Forfeited) and the one timer that ends it.
+
+    The deadline runs from when the request's write began, which the writer notes on the queued
+    message; the table does not wait for that write (one hand-off fewer per decision): the timer
+    is armed from the time the request was queued and, when it fires early, set again from the
+    write's start. At the deadline the seat's ledger closes the decision at once, so an answer
+    read later is judged late by the ledger, never taken for the next decision."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ledger: SeatLedger, clock: SeatClock, queued: float) -> None:
+        self.loop = loop
+        self.ledger = ledger
+        self.clock = clock
+        self.queued = queued
+        self.request: Outgoing | None = None  # None when no stream was attached
+        self.answer: asyncio.Future[Answer | Forfeited | None] = loop.create_future()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> float:
+        """When the decision's clock started: the write's start, or the queueing (see WRITE_WAIT)."""
+        began = self.request.began if self.request is not None else None
+        return began if began is not None and began - self.queued <= WRITE_WAIT else self.queued
+
+    def arm(self) -> None:
+        self._timer = self.loop.call_at(self._when(time.monotonic()), self._fire)
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def settle(self, outcome: Answer | Forfeited | None) -> None:
+        if not self.answer.done():
+            self.answer.set_result(outcome)
+
+    def _when(self, now: float) -> float:
+        """The loop time of the deadline, or of the next look at a write that has not begun yet."""
+        deadline = self.clock.deadline(self.start())
+        if self.request is not None and self.request.began is None and now < self.queued + WRITE_WAIT:
+            deadline = min(max(deadline, now + 0.01), self.queued + WRITE_WAIT)
+        return self.loop.time() + (deadline - now)
+
+    def _fire(self) -> None:
+        now = time.monotonic()
+        if self.answer.done():
+            return
+        if now < self.clock.deadline(self.start()) or (
+            self.request is not None and self.request.began is None and now < self.queued + WRITE_WAIT
+        ):
+            self._timer = self.loop.call_at(self._when(now), self._fire)
+            return
+        self.ledger.close()  # from now on an answer is late: judged by the ledger, never applied
+        self.settle(None)
 
 
 def _now_ts() -> timestamp_pb2.Timestamp:
@@ -119,10 +183,7 @@ class Table:
         self.hooks = hooks
         self.metrics = hooks.metrics
         n = spec.players
-        self.modes = [""] * n
-        """How each remote seat's session joined: "compact" or "plain" ("" for house seats, and before the start)."""
         self.versions = ["" if s not in house else getattr(house[s], "version", "1") for s in range(n)]
-        self.resume_tokens = [secrets.token_urlsafe(24) for _ in range(n)]
         self.state = TableState.WAITING
         self.termination: MatchTermination | None = None
         self.create_time = _now_ts()
@@ -137,11 +198,11 @@ class Table:
         """Set once the match has ended, its record kept (see :meth:`gaigel_server.lobby.Lobby.play`)."""
         self.cancel_termination = MatchTermination.CANCELLED
         self.cancel_reason = ""
-        self.ledgers = [SeatLedger(s, clock.strikes_limit) for s in range(n)]
-        self.seat_clocks = [SeatClock(clock) for _ in range(n)]
+        self.seats = [Seat(self, s, clock) for s in range(n)]
         self.faults: list[list[cm.Fault]] = [[] for _ in range(n)]
-        self.broadcast = Broadcast(n, owner=self)
-        self.inbox: asyncio.Queue[Answer | Forfeited] = asyncio.Queue()
+        self.broadcast = Broadcast(self.seats)
+        self._pending: _Pending | None = None  # the open decision of a remote seat
+        self._house_run = 0  # house decisions since the table last let others run
         self.forfeit_side: int | None = None
         self.forfeit: Forfeit | None = None
         self.hand_events: codec.HandEvents | None = None  # routes the engine events of the hand in play
@@ -154,7 +215,12 @@ class Table:
     @property
     def sessions(self) -> list[BotSession | None]:
         """The session of each seat (None for house seats, and once the match has ended)."""
-        return self.broadcast.seats
+        return [seat.session for seat in self.seats]
+
+    @property
+    def modes(self) -> list[str]:
+        """How each seat's session joined: "compact" or "plain" ("" for house seats)."""
+        return [seat.mode for seat in self.seats]
 
     def bot_seeds(self) -> list[int]:
         """Each seat's MatchStart.bot_seed: from the seed, the seat and the match key."""
@@ -201,7 +267,7 @@ class Table:
         """Charges a fault to *seat*: record, metrics, a Fault event; forfeits over the strikes limit."""
         if self.state is not TableState.RUNNING:
             return
-        ledger = self.ledgers[seat]
+        ledger = self.seats[seat].ledger
         over_limit = strike and ledger.strike()
         driver = self.driver
         assert driver is not None
@@ -227,17 +293,19 @@ class Table:
         message = f"side {side} forfeits: {why}"
         self.forfeit = Forfeit(side, seat, self.seat_bot(seat), cause, message)
         self.fault(seat, FaultReason.FORFEIT, message, strike=False)
-        self.inbox.put_nowait(Forfeited(side))
+        if self._pending is not None:
+            self._pending.settle(Forfeited(side))
 
     # --- input from sessions ---------------------------------------------------------
 
     def on_action(self, seat: int, answer: Answer) -> None:
         """An Action from the session of *seat*: its ledger judges it, the table carries the verdict out."""
-        if self.sessions[seat] is None:
+        if self.seats[seat].session is None:
             return
-        match self.ledgers[seat].judge(answer.decision_id, answer.action_id):
+        match self.seats[seat].ledger.judge(answer.decision_id, answer.action_id):
             case Accept():
-                self.inbox.put_nowait(answer)
+                if self._pending is not None:  # (the ledger opens a decision only while it is pending)
+                    self._pending.settle(answer)
             case Ignore():
                 self.log.debug("repeated_answer_ignored", seat=seat, decision_id=answer.decision_id)
             case Reject() as verdict:
@@ -245,17 +313,17 @@ class Table:
 
     def _reject(self, seat: int, answer: Answer, verdict: Reject) -> None:
         """Sends ActionRejected; a rejection with a fault code is also a fault and a strike."""
-        sess = self.sessions[seat]
+        sess = self.seats[seat].session
         assert sess is not None
         sess.send(
-            action_rejected=bs.ActionRejected(
-                decision_id=answer.decision_id,
-                action_id=answer.action_id,
-                reason=verdict.reason,
-                message=verdict.message,
-                decision_open=verdict.decision_open,
-                strikes=verdict.strikes,
-                strikes_limit=self.clock.strikes_limit,
+            action_rejected=codec.rejection(
+                answer.decision_id,
+                answer.action_id,
+                verdict.reason,
+                verdict.message,
+                verdict.decision_open,
+                verdict.strikes,
+                self.clock.strikes_limit,
             )
         )
         if verdict.fault is not None:
@@ -263,7 +331,7 @@ class Table:
 
     def on_disconnect(self, seat: int, session: BotSession) -> None:
         """The stream of *seat* broke: the match goes on, the clock runs, Resume is possible for a while."""
-        if self.state is not TableState.RUNNING or self.sessions[seat] is not session:
+        if self.state is not TableState.RUNNING or self.seats[seat].session is not session:
             return
         self.fault(
             seat,
@@ -278,7 +346,7 @@ class Table:
         # Only the disconnection that armed this timer counts: a seat that resumed and broke again has a new grace.
         if (
             self.state is TableState.RUNNING
-            and self.sessions[seat] is session
+            and self.seats[seat].session is session
             and not session.connected
             and session.disconnected_at == since
         ):
@@ -287,7 +355,7 @@ class Table:
 
     def on_resume(self, seat: int, last_sequence: int) -> None:
         """A disconnected seat came back, having seen its messages up to *last_sequence*."""
-        self.ledgers[seat].resumed(last_sequence)
+        self.seats[seat].ledger.resumed(last_sequence)
         self.fault(seat, FaultReason.RESUMED, f"seat {seat} resumed", strike=False)
 
     # --- life cycle ------------------------------------------------------------------
@@ -295,14 +363,8 @@ class Table:
     def start(self, sessions: dict[int, BotSession]) -> None:
         """Binds *sessions* to their seats and starts the runner task."""
         for seat, sess in sessions.items():
-            self.sessions[seat] = sess
-            sess.table, sess.seat = self, seat
-            sess.resume_token = self.resume_tokens[seat]
-            # Answers to the previous match's decisions may still be in flight: not this match's faults.
-            self.ledgers[seat] = SeatLedger(seat, self.clock.strikes_limit, earlier=sess.issued)
-            sess.issued = self.ledgers[seat].issued
+            self.seats[seat].bind(sess)
             self.versions[seat] = sess.bot_version
-            self.modes[seat] = "compact" if sess.compact else "plain"
         self.state = TableState.RUNNING
         self.start_time = _now_ts()
         self._open_driver()
@@ -348,7 +410,8 @@ class Table:
 
     def release_sessions(self) -> list[BotSession]:
         """The sessions that played this ended match, unbound from it (for their pools)."""
-        return self.broadcast.unbind()
+        released = [seat.release() for seat in self.seats]
+        return [s for s in released if s is not None]
 
     # --- the match loop ------------------------------------------------------------------
     # _play steps the driver; _decide asks the seat to act: a house bot in process, or a remote
@@ -418,7 +481,10 @@ class Table:
         seat = request.seat
         bot = self.house.get(seat)
         if bot is not None:
-            await asyncio.sleep(0)  # let other tables and streams run
+            self._house_run += 1
+            if self._house_run >= HOUSE_RUN:
+                self._house_run = 0
+                await asyncio.sleep(0)  # let other tables and streams run
             started = time.perf_counter()
             action = bot.decide(request)
             used = time.perf_counter() - started
@@ -426,15 +492,17 @@ class Table:
                 raise RuntimeError(f"house bot {self.seat_bot(seat)} chose illegal action {action}")
             self.metrics.decided["house"].inc()
             return action, used, ("TIME_CAPPED",) if getattr(bot, "time_capped", False) else ()
+        self._house_run = 0  # a remote decision waits for its answer: others run meanwhile
         return await self._remote_decide(request)
 
     async def _remote_decide(self, req: DecisionRequest) -> Decided | None:
         seat, k, legal = req.seat, req.hand_index, list(req.legal_actions)
         driver = self.driver
         assert driver is not None and driver.state is not None
-        sess = self.sessions[seat]
+        place = self.seats[seat]
+        sess = place.session
         assert sess is not None
-        ledger, seat_clock = self.ledgers[seat], self.seat_clocks[seat]
+        ledger, seat_clock = place.ledger, place.clock
         did = secrets.token_urlsafe(16)
         decision_time, bank = seat_clock.decision_time, seat_clock.bank
         request = bs.DecisionRequest(
@@ -446,17 +514,19 @@ class Table:
         codec.observation(req.observation, k, self.tricks_cache, out=request.observation)
         strikes_before = ledger.strikes
         was_connected = sess.connected
-        queued = time.monotonic()
         ledger.issue(did, legal, driver.state.why_illegal)
-        sent = sess.send_tracked(decision_request=request)
+        pending = _Pending(asyncio.get_running_loop(), ledger, seat_clock, time.monotonic())
+        self._pending = pending
+        pending.request = sess.send_tracked(decision_request=request)
         request_sequence = sess.sequence
-        start = queued
-        if sent is not None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):  # no extra task per decision, unlike wait_for
-                    start = await asyncio.shield(sent)
-        self.metrics.server_lag.observe(max(0.0, start - queued))
-        item = await self._await_answer(did, seat_clock.deadline(start))
+        pending.arm()
+        try:
+            item = await pending.answer
+        finally:
+            pending.disarm()
+            self._pending = None
+        start = pending.start()
+        self.metrics.server_lag.observe(max(0.0, start - pending.queued))
         if isinstance(item, Forfeited):
             ledger.close()
             return None
@@ -506,52 +576,14 @@ class Table:
             child = self._latencies[seat] = self.metrics.bot(self.seat_bot(seat))
         return child
 
-    async def _await_answer(self, did: str, deadline: float) -> Answer | Forfeited | None:
-        """The accepted answer to *did*; None at the *deadline*; Forfeited once a side has forfeited."""
-        while True:
-            if self.forfeit_side is not None:
-                return Forfeited(self.forfeit_side)
-            remaining = deadline - time.monotonic()
-            item: Answer | Forfeited | None = None
-            if remaining > 0:
-                if not self.inbox.empty():
-                    item = self.inbox.get_nowait()
-                else:
-                    try:
-                        async with asyncio.timeout(remaining):
-                            item = await self.inbox.get()
-                    except TimeoutError:
-                        item = None
-            if isinstance(item, Forfeited):
-                continue
-            if item is not None and not hmac.compare_digest(item.decision_id.encode(), did.encode()):
-                continue  # an answer to another decision left in the inbox: never applied to this one
-            if item is None:
-                item = self._take_answer(did)  # accepted while the timeout fired: it counts, not the fallback
-            return item
-
-    def _take_answer(self, did: str) -> Answer | None:
-        """The accepted answer to *did* still in the inbox, if any; other answers there are dropped."""
-        found: Answer | None = None
-        keep: list[Forfeited] = []
-        while not self.inbox.empty():
-            x = self.inbox.get_nowait()
-            if isinstance(x, Forfeited):
-                keep.append(x)
-            elif hmac.compare_digest(x.decision_id.encode(), did.encode()):
-                found = x
-        for x in keep:
-            self.inbox.put_nowait(x)
-        return found
-
     # --- the end ---------------------------------------------------------------------
 
     def _finish(self, termination: MatchTermination) -> None:
         driver = self.driver
         assert driver is not None
         self.termination = termination
-        for ledger in self.ledgers:
-            ledger.close()
+        for place in self.seats:
+            place.ledger.close()
         if driver.over is None:  # ended early: a forfeit, an abort or a cancel
             forfeit = (
                 (self.forfeit_side,)
@@ -598,8 +630,8 @@ class Table:
         self.hand_events = None
         self.house = {}
         self.tricks_cache = []
-        for ledger in self.ledgers:
-            ledger.compact()
+        for place in self.seats:
+            place.ledger.compact()
 
 
 __all__ = ["Forfeit", "Forfeited", "Table", "TableHooks"]

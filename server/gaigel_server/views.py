@@ -79,7 +79,7 @@ def match_starts(table: Table) -> list[bs.MatchStart]:
             hands=spec.hands,
             first_dealer_seat=spec.first_dealer % spec.players,
             clock=codec.clock(table.clock),
-            resume_token=table.resume_tokens[seat],
+            resume_token=table.seats[seat].resume_token,
             bot_seed=seeds[seat],
         )
         for seat in range(spec.players)

@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from prometheus_client import CollectorRegistry
 
 from gaigel.bots import make_bot
-from gaigel.match import MatchSpec
+from gaigel.match import FaultReason, MatchSpec, MatchTermination
 from gaigel.ruleset import preset
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import game_pb2 as gm
@@ -27,7 +27,9 @@ from gaigel_server.broadcast import Broadcast
 from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
 from gaigel_server.metrics import ServerMetrics
-from gaigel_server.session import BotSession
+from gaigel_server.seat import Seat
+from gaigel_server.session import Answer, BotSession
+from gaigel_server.states import TableState
 from gaigel_server.table import Table, TableHooks
 
 LIMIT = 3
@@ -278,9 +280,61 @@ class TestSeatClock:
             before = c.bank
 
 
+class _Host:
+    """A seat's table, for the seat and broadcast tests: running, and noting what reaches it."""
+
+    def __init__(self) -> None:
+        self.state = TableState.RUNNING
+        self.calls: list[tuple[str, int]] = []
+
+    def on_action(self, seat: int, answer: Answer) -> None:
+        self.calls.append(("action", seat))
+
+    def fault(self, seat: int, reason: FaultReason, message: str, strike: bool, decision_id: str = "") -> None:
+        self.calls.append((reason.value, seat))
+
+    def on_disconnect(self, seat: int, session: BotSession) -> None:
+        self.calls.append(("disconnect", seat))
+
+
+def _seats(n: int = 2) -> list[Seat]:
+    host = _Host()
+    return [Seat(host, s, Clock()) for s in range(n)]
+
+
+class TestSeat:
+    def test_bind_and_release_are_the_only_writes_of_a_sessions_seat(self) -> None:
+        """bind sets the session's seat, token and decision ids (the previous match's kept as
+        earlier); release clears its seat and resume buffer; a session bound elsewhere since is not
+        released again."""
+        first, other = _seats()[0], _seats()[1]
+        sess = BotSession("bot", "1", compact=True)
+        sess.issued = {"old-id"}
+        first.bind(sess)
+        assert sess.seat is first and sess.resume_token == first.resume_token and first.mode == "compact"
+        assert first.ledger.earlier == {"old-id"} and sess.issued is first.ledger.issued
+        sess.send(match_start=bs.MatchStart())
+        assert sess.buffer
+        assert first.release() is sess and sess.seat is None and sess.buffer == [] and first.session is None
+        other.bind(sess)
+        assert first.release() is None and sess.seat is other
+
+    def test_what_comes_in_reaches_the_host_as_its_seat(self) -> None:
+        seats = _seats()
+        host = seats[1].host
+        assert isinstance(host, _Host)
+        seats[1].act(Answer("d", 3, 0.0))
+        seats[1].stream_fault(FaultReason.MALFORMED_MESSAGE, "bad")
+        seats[1].stream_broke(BotSession("bot", "1"))
+        assert host.calls == [("action", 1), ("MALFORMED_MESSAGE", 1), ("disconnect", 1)]
+        assert seats[1].running
+        host.state = TableState.ENDED
+        assert not seats[1].running
+
+
 class TestBroadcast:
     def test_packed_public_messages_read_back_the_same(self) -> None:
-        b = Broadcast(players=2, owner=object())
+        b = Broadcast(_seats())
         b.publish("hand_start", gm.HandStart(hand_index=0))
         b.publish("event", gm.Event(hand_index=0))
         b.publish("hand_start", gm.HandStart(hand_index=1))
@@ -290,7 +344,7 @@ class TestBroadcast:
         assert b.messages() == before
 
     def test_watch_from_the_current_hand_and_end(self) -> None:
-        b = Broadcast(players=2, owner=object())
+        b = Broadcast(_seats())
         b.publish("hand_start", gm.HandStart(hand_index=0))
         b.publish("hand_start", gm.HandStart(hand_index=1))
         q = b.watch(match=ms.Match(match_id="m"), from_start=False, ended=False)
@@ -302,13 +356,13 @@ class TestBroadcast:
         assert q.get_nowait() is None and b.spectators == []
 
     def test_send_skips_a_session_that_plays_another_table(self) -> None:
-        owner = object()
-        b = Broadcast(players=2, owner=owner)
+        seats, elsewhere = _seats(), _seats()[0]
+        b = Broadcast(seats)
         sess = BotSession("bot", "1")
-        b.seats[1] = sess
-        sess.table = owner  # type: ignore[assignment]
+        seats[1].bind(sess)
         b.send(1, match_end=gm.MatchEnd())
-        sess.table = object()  # type: ignore[assignment]
+        seats[1].release()
+        elsewhere.bind(sess)
         b.send(1, match_end=gm.MatchEnd())
         assert sess.sequence == 1
 
@@ -344,6 +398,6 @@ class TestTableOnItsHooks:
 
     def test_cancel_while_waiting_still_saves_a_record(self) -> None:
         table, saved, ended = self.table()
-        table.cancel("cancelled", "not needed")
-        assert ended == ["ended"] and table.termination == "cancelled"
+        table.cancel(MatchTermination.CANCELLED, "not needed")
+        assert ended == ["ended"] and table.termination is MatchTermination.CANCELLED
         assert saved[0][1]["cancel_reason"] == "not needed"
