@@ -172,9 +172,9 @@ class TestChaosPieces:
         there (a timeout at the resume step could not be told from the outage's, the audit counted both)."""
         from gaigel_api.v1 import bot_service_pb2 as pb
         from gaigel_api.v1 import common_pb2, game_pb2
-        from gaigel_harness.chaos import ChaosBot, FaultLog, _ChaosSession
+        from gaigel_harness.chaos import ChaosBot, ChaosSession, FaultLog
 
-        session = _ChaosSession(
+        session = ChaosSession(
             ChaosBot(1),
             cast(Any, None),  # never called: the messages are handed to the session directly
             spec=ChaosSpec.parse("timeout=1"),  # every fresh decision times out
@@ -208,6 +208,6 @@ class TestChaosPieces:
             (decision(7, "after"), True),  # fresh again
         ]
         for message, resuming in messages:
-            session._handle(message, resuming)
+            session.handle(message, resuming)
         lines = [json.loads(line) for line in (tmp_path / "faults.jsonl").read_text().splitlines()]
         assert [(e["kind"], e["decision_id"]) for e in lines] == [("timeout", "before"), ("timeout", "after")]
