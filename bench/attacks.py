@@ -92,7 +92,7 @@ class Server:
     def __init__(
         self, tree: Path, workdir: Path, extra: list[str], nofile: int | None = None, cpus: set[int] | None = None
     ) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         bots = workdir / "bots.json"
         bots.write_text(json.dumps(BOTS))
         paths = [tree, tree / "server", tree / "arena", tree / "clients" / "python"]
@@ -157,7 +157,8 @@ class Server:
         self.log.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bench/metrics_size.py uses it too)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
