@@ -10,6 +10,12 @@ for what one seat may know, :meth:`~GaigelState.outcome` and
 
 Hands are 48-bit masks and every per-card property is a table lookup, because random
 playouts for search bots call :meth:`legal_actions` and :meth:`apply` millions of times.
+
+List items are updated as ``x[i] = x[i] op v``, never as ``x[i] op= v``: compiled with mypyc
+(setup.py), an augmented assignment to a ``list[int]`` item goes through the generic
+``PyNumber_InPlace*`` calls (about 220 instructions each) while the spelled-out form works on
+native ints; about 5 % of the instructions per decision (commit fc33a4c). Locals and
+attributes may use ``op=``.
 """
 
 from __future__ import annotations
@@ -736,7 +742,7 @@ class GaigelState:
 
     def _play(self, c: CardId) -> None:
         s = self.to_act
-        self.hands[s] = self.hands[s] ^ (1 << c)
+        self.hands[s] = self.hands[s] ^ (1 << c)  # not ^=: see the module docstring (mypyc)
         if self.known[s]:
             self.known[s] = self.known[s] & ~(1 << c)
         tc = self.trick_cards
