@@ -49,13 +49,12 @@ from typing import Any
 
 import grpc
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 
-from gaigel_api.v1 import bot_service_pb2 as bs  # noqa: E402
-from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc  # noqa: E402
-from gaigel_api.v1 import match_service_pb2 as ms  # noqa: E402
-from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 ADMIN = "attack-bench-admin-token-0123456789"
 BOTS = {

@@ -29,6 +29,7 @@ from typing import Any
 
 import grpc
 
+# Run as python bench/metrics_size.py, which puts bench/ on the path, not the project root (for bench.attacks).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.attacks import ADMIN, Server, free_port, source_tree

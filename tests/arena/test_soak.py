@@ -103,11 +103,8 @@ class TestSoak:
 
     def test_soak_fails_when_a_fault_goes_missing(self, tmp_path: Path) -> None:
         """The audit is not a rubber stamp: a record with a fault deleted fails it."""
-        sys.path.insert(0, str(REPO / "bench"))
-        try:
-            import soak  # type: ignore[import-not-found]
-        finally:
-            sys.path.remove(str(REPO / "bench"))
+        from bench import soak
+
         record = {
             "_arena_match_id": "s0000-r0-chaos-first",
             "seats": [{"seat": 0, "side": 0, "bot": "chaos"}, {"seat": 1, "side": 1, "bot": "first"}],
