@@ -49,13 +49,12 @@ from typing import Any
 
 import grpc
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 
-from gaigel_api.v1 import bot_service_pb2 as bs  # noqa: E402
-from gaigel_api.v1 import bot_service_pb2_grpc as bs_grpc  # noqa: E402
-from gaigel_api.v1 import match_service_pb2 as ms  # noqa: E402
-from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 ADMIN = "attack-bench-admin-token-0123456789"
 BOTS = {
@@ -92,7 +91,7 @@ class Server:
     def __init__(
         self, tree: Path, workdir: Path, extra: list[str], nofile: int | None = None, cpus: set[int] | None = None
     ) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         bots = workdir / "bots.json"
         bots.write_text(json.dumps(BOTS))
         paths = [tree, tree / "server", tree / "arena", tree / "clients" / "python"]
@@ -157,7 +156,8 @@ class Server:
         self.log.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bench/metrics_size.py uses it too)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -9,7 +9,7 @@ Run from the repository root::
 
 The server is a real ``gaigel serve`` subprocess (so a crash is a dead process, and its file
 descriptors, memory and asyncio tasks are measured from outside). The inputs are drawn by
-the hypothesis strategies of ``tests/server/fuzzkit.py``, the same ones the CI test
+the hypothesis strategies of ``bench/fuzzkit.py``, the same ones the CI test
 ``tests/server/test_fuzz.py`` uses with few examples: BotService.Play streams (wrong
 oneofs, hostile strings, invalid UTF-8, out-of-range action ids, messages at and over the
 size limit, floods read and unread), MatchService calls (with, without and with wrong admin
@@ -53,14 +53,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "server"))  # fuzzkit: the strategies and the fuzzer
-sys.path.insert(0, str(REPO / "clients" / "python"))  # gaigel_api when the editable install predates it
+import grpc
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
-import fuzzkit as fk  # noqa: E402
-import grpc  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
+# Run as python bench/fuzz.py, which puts bench/ on the path, not the project root: fuzzkit is
+# imported as bench.fuzzkit, the same module tests/server/test_fuzz.py imports.
+sys.path.insert(0, str(REPO))
+
+from bench import fuzzkit as fk  # noqa: E402
 
 KINDS = {"play": fk.play_inputs, "admin": fk.admin_inputs, "tcp": fk.tcp_inputs}
 RSS_TOLERANCE_MIB = 64

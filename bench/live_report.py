@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+# Run as python bench/live_report.py, which puts bench/ on the path, not the project root (for bench.attacks).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.attacks import source_tree

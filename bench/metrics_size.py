@@ -29,9 +29,10 @@ from typing import Any
 
 import grpc
 
+# Run as python bench/metrics_size.py, which puts bench/ on the path, not the project root (for bench.attacks).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.attacks import ADMIN, Server, _free_port, source_tree
+from bench.attacks import ADMIN, Server, free_port, source_tree
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 
@@ -52,7 +53,7 @@ async def _register(address: str, count: int) -> None:
 
 
 def measure(tree: Path, bots: int, scrapes: int, extra: list[str]) -> dict[str, Any]:
-    metrics_port = _free_port()
+    metrics_port = free_port()
     with tempfile.TemporaryDirectory(prefix="metrics-size-") as tmp:
         server = Server(tree, Path(tmp), [*extra, "--metrics-port", str(metrics_port)])
         try:

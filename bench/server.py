@@ -62,12 +62,9 @@ from typing import Any
 
 import grpc
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "clients" / "python"))  # gaigel_api when the editable install predates it
-
-from gaigel_api.v1 import bot_service_pb2 as bs  # noqa: E402
-from gaigel_api.v1 import match_service_pb2 as ms  # noqa: E402
-from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc  # noqa: E402
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 
 ADMIN = "bench-admin-token"
 HANDS = 100_000

@@ -21,24 +21,20 @@ import secrets
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import cast
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "clients" / "python"))
+from prometheus_client import CollectorRegistry
 
-from prometheus_client import CollectorRegistry  # noqa: E402
-
-from gaigel.match import DecisionRequest, HandEnded, HandStarted, MatchDriver, MatchSpec  # noqa: E402
-from gaigel.ruleset import preset  # noqa: E402
-from gaigel_api.v1 import bot_service_pb2 as bs  # noqa: E402
-from gaigel_api.v1 import game_pb2 as gm  # noqa: E402
-from gaigel_server import codec  # noqa: E402
-from gaigel_server.broadcast import Broadcast  # noqa: E402
-from gaigel_server.clock import Clock  # noqa: E402
-from gaigel_server.metrics import ServerMetrics  # noqa: E402
-from gaigel_server.seat import Seat, SeatHost  # noqa: E402
-from gaigel_server.session import BotSession, Stream  # noqa: E402
+from gaigel.match import DecisionRequest, HandEnded, HandStarted, MatchDriver, MatchSpec
+from gaigel.ruleset import preset
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import game_pb2 as gm
+from gaigel_server import codec
+from gaigel_server.broadcast import Broadcast
+from gaigel_server.clock import Clock
+from gaigel_server.metrics import ServerMetrics
+from gaigel_server.seat import Seat, SeatHost
+from gaigel_server.session import BotSession, Stream
 
 
 class Timer:

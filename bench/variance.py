@@ -31,10 +31,7 @@ import dataclasses
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _play(arena: Any, plan: Any, workers: int) -> list[list[float]]:
@@ -158,5 +155,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     sys.exit(main())

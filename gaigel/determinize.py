@@ -18,7 +18,7 @@ from gaigel.cards import POINTS_OF, RANK_OF, SUIT_MASK, SUIT_OF, CardId, CardMas
 from gaigel.observation import Observation
 from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset
-from gaigel.state import _BEATS, _HIGHER, _NEVER, _NO_TRUMP, _OTHER_ACE, GaigelState, trick_winner
+from gaigel.state import BEATS, HIGHER, NEVER_BEATS, NO_TRUMP, OTHER_ACE_BEATS, GaigelState, trick_winner
 
 _FULL = (1 << 48) - 1
 
@@ -48,9 +48,9 @@ def forbidden_cards(obs: Observation, rules: Ruleset) -> list[CardMask]:
                 if head and SUIT_OF[c] != trump:
                     forbidden[seat] |= SUIT_MASK[trump]
                 elif head and SUIT_OF[win] == trump and RANK_OF[c] > RANK_OF[win] and rules.strict_must_undertrump:
-                    forbidden[seat] |= _HIGHER[win]  # under-trumped: held no higher trump
+                    forbidden[seat] |= HIGHER[win]  # under-trumped: held no higher trump
             elif head and rules.strict_mode == "head_trick" and SUIT_OF[win] == led and RANK_OF[c] > RANK_OF[win]:
-                forbidden[seat] |= _HIGHER[win]  # followed without heading: nothing higher
+                forbidden[seat] |= HIGHER[win]  # followed without heading: nothing higher
     return forbidden
 
 
@@ -148,17 +148,17 @@ def _build(
         options = opening_options(rules, hands[obs.forehand] | mask_of(trick_cards[:1]), st.trump)
         st._lead_mask = options.get(kind, hands[obs.forehand])
         st._tb, st.face_down = {
-            Opening.ANDERE_ALTE: (_OTHER_ACE, True),
-            Opening.GE_ELFEN: (_NEVER, False),
-            Opening.HOEHER_HAT: (_BEATS[_NO_TRUMP], True),
-            Opening.TRUMPF_HOEHER: (_BEATS[_NO_TRUMP], True),
+            Opening.ANDERE_ALTE: (OTHER_ACE_BEATS, True),
+            Opening.GE_ELFEN: (NEVER_BEATS, False),
+            Opening.HOEHER_HAT: (BEATS[NO_TRUMP], True),
+            Opening.TRUMPF_HOEHER: (BEATS[NO_TRUMP], True),
             Opening.AUF_DISSLE: (
-                _BEATS[_NO_TRUMP] if rules.dissle_first_trick == "no_trump_open" else _BEATS[st.trump],
+                BEATS[NO_TRUMP] if rules.dissle_first_trick == "no_trump_open" else BEATS[st.trump],
                 False,
             ),
         }[kind]
     else:
-        st._tb, st.face_down = _BEATS[st.trump], False
+        st._tb, st.face_down = BEATS[st.trump], False
     st.win_idx, st.win_card = 0, -1
     for i, c in enumerate(trick_cards):
         if i == 0 or st._tb[st.win_card * 48 + c]:

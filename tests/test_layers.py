@@ -33,7 +33,7 @@ def test_the_command_prints_one_line_per_problem_and_fails(tmp_path: Path) -> No
     old = layers.ROOT
     layers.ROOT = tmp_path
     try:
-        problems, _, _ = layers.check(sources)
+        problems, _, _ = layers.check(sources, known=())
     finally:
         layers.ROOT = old
     texts = sorted(p.text for p in problems)
@@ -48,3 +48,44 @@ def test_module_entry_point_exits_zero_on_the_house() -> None:
     r = subprocess.run([sys.executable, "-m", "tests.tools.layers"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("layers ok:")
+
+
+def _check_tmp(tmp_path: Path, files: dict[str, str], known: tuple[tuple[str, ...], ...] = ()) -> list[str]:
+    """layers.check on a synthetic gaigel_server package in *tmp_path*: the problems' texts."""
+    server = tmp_path / "gaigel_server"
+    server.mkdir()
+    for name, text in {"__init__.py": "", **files}.items():
+        (server / name).write_text(text)
+    old = layers.ROOT
+    layers.ROOT = tmp_path
+    try:
+        problems, _, _ = layers.check({"gaigel_server": server}, known=known)
+    finally:
+        layers.ROOT = old
+    return sorted(p.text for p in problems)
+
+
+TYPE_CIRCLE = {
+    # a needs b's types, b imports a: one module in two files, though no import loop runs
+    "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gaigel_server import b\n    import gaigel_arena\n",
+    "b.py": "from gaigel_server import a\n",
+}
+
+
+def test_a_type_level_circle_fails_and_a_type_level_import_breaks_no_layer(tmp_path: Path) -> None:
+    assert _check_tmp(tmp_path, TYPE_CIRCLE) == [
+        "type-level import circle: gaigel_server.a -> gaigel_server.b (TYPE_CHECKING) -> gaigel_server.a"
+    ]  # and nothing about gaigel_arena: under TYPE_CHECKING it is no dependency of the server
+
+
+def test_known_type_circles_pass_until_they_are_gone(tmp_path: Path) -> None:
+    known = (("gaigel_server.b", "gaigel_server.a"), ("gaigel_server.b", "gaigel_server.c"))
+    assert _check_tmp(tmp_path, TYPE_CIRCLE, known) == [
+        "KNOWN_TYPE_CIRCLES: gaigel_server.b -> gaigel_server.c is no circle any more"
+    ]
+
+
+def test_the_house_tolerates_no_type_level_circle() -> None:
+    """Server, harness and arena have no import circle, type-level imports counted (issue 25)."""
+    assert layers.KNOWN_TYPE_CIRCLES == ()
+    assert layers.TYPE_CIRCLE_PACKAGES >= {"gaigel_server", "gaigel_arena"}

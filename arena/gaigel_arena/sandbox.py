@@ -31,10 +31,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from gaigel_arena.config import ArenaConfig, BotConfig
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "CONTAINER_SOCKET_DIR",
@@ -198,7 +195,38 @@ def resolve_sandbox(wanted: str, has_image: bool, podman: bool, bwrap: str = "",
     return wanted
 
 
-def command_bot_sandboxes(config: ArenaConfig, podman: bool) -> Iterator[tuple[BotConfig, str | SandboxError]]:
+class SandboxedBot(Protocol):
+    """What :func:`command_bot_sandboxes` reads of a bot (a :class:`gaigel_arena.config.BotConfig`).
+
+    A Protocol, not the config class: config.py imports this module, so naming its classes
+    here, even for the type checker only, would make the two one module in two files.
+    """
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def command(self) -> tuple[str, ...]: ...
+    @property
+    def sandbox(self) -> str: ...
+    @property
+    def image(self) -> str: ...
+    @property
+    def build(self) -> str: ...
+
+
+BotT = TypeVar("BotT", bound=SandboxedBot, covariant=True)
+
+
+class SandboxedArena(Protocol[BotT]):
+    """What :func:`command_bot_sandboxes` reads of an arena (a :class:`gaigel_arena.config.ArenaConfig`)."""
+
+    @property
+    def bots(self) -> tuple[BotT, ...]: ...
+    @property
+    def sandbox(self) -> SandboxConfig: ...
+
+
+def command_bot_sandboxes(config: SandboxedArena[BotT], podman: bool) -> Iterator[tuple[BotT, str | SandboxError]]:
     """Each command bot of *config* with its concrete sandbox (:func:`resolve_sandbox`), or why
     it cannot have the one it asks for."""
     from gaigel_arena.bwrap import bwrap_problem

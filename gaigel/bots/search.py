@@ -21,7 +21,7 @@ from gaigel import actions as A
 from gaigel.cards import POINTS_OF, SUIT_OF
 from gaigel.determinize import determinize
 from gaigel.match import Bot, DecisionRequest, MatchSpec
-from gaigel.state import _BEATS, GaigelState, HandOutcome
+from gaigel.state import BEATS, GaigelState, HandOutcome
 
 
 def hand_value(outcome: HandOutcome, side: int) -> float:
@@ -58,7 +58,7 @@ def rollout_action(state: GaigelState, rng: random.Random) -> int:
     tc = state.trick_cards
     if not tc or state.trick1_special:
         return min(legal, key=lambda c: (SUIT_OF[c] == trump, POINTS_OF[c]))
-    table = _BEATS[trump]
+    table = BEATS[trump]
     win = state.win_card
     partner_wins = state.side_of[(state.leader + state.win_idx) % state.n] == state.side_of[state.to_act]
     if partner_wins:

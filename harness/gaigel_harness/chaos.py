@@ -3,7 +3,7 @@
 The soak (``bench/soak.py``) runs it in an arena to prove that every fault a bot can
 commit ends up in the match record under its reason code, that no match is lost or
 counted twice, and that the arena still rates everyone. It is a real gRPC bot process on
-the SDK's session loop (:class:`gaigel_client.client._Session`), with a stream whose
+the SDK's session loop (:class:`gaigel_client.client.Session`), with a stream whose
 request serializer can also put raw bytes on the wire.
 
 At every fresh ``DecisionRequest`` (not one the server issued while the bot was away and
@@ -76,7 +76,7 @@ from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_api.v1 import common_pb2, game_pb2
 from gaigel_client.bot import Bot
-from gaigel_client.client import DEFAULT_SERVER, ResumeFile, _Pending, _Session, compact_from_env
+from gaigel_client.client import DEFAULT_SERVER, PendingDecision, ResumeFile, Session, compact_from_env
 from gaigel_client.errors import ConfigError
 
 __all__ = [
@@ -84,6 +84,7 @@ __all__ = [
     "EXPECTED_REASONS",
     "FAULT_KINDS",
     "ChaosBot",
+    "ChaosSession",
     "ChaosSpec",
     "claim_resume_file",
     "garbage_bytes",
@@ -340,7 +341,7 @@ class _RawStub:
         return self.call
 
 
-class _ChaosSession(_Session):
+class ChaosSession(Session):
     """The SDK's session loop with faults injected at fresh decisions."""
 
     def __init__(
@@ -369,11 +370,11 @@ class _ChaosSession(_Session):
         """Between a resumed Welcome and our seat's RESUMED event: the messages the server kept
         while we were away. Their decisions were issued before the resume, so they are not fresh."""
 
-    def _on_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
+    def handle_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
         self.catching_up = bool(msg.resumed)
-        super()._on_welcome(msg, resuming)
+        super().handle_welcome(msg, resuming)
 
-    def _on_event(self, event: game_pb2.Event) -> None:
+    def handle_event(self, event: game_pb2.Event) -> None:
         if (
             self.catching_up
             and self.last_sequence > self.replay_through  # not one of an earlier resume, replayed after a crash
@@ -383,9 +384,9 @@ class _ChaosSession(_Session):
             and event.fault.seat == self.match.seat
         ):
             self.catching_up = False
-        super()._on_event(event)
+        super().handle_event(event)
 
-    def _on_decision(self, request: pb.DecisionRequest) -> None:
+    def handle_decision(self, request: pb.DecisionRequest) -> None:
         match_id = self.match.match_id if self.match else ""
         if match_id != self.seen_match:
             self.seen_match, self.seen = match_id, []
@@ -398,7 +399,7 @@ class _ChaosSession(_Session):
         fresh = request.decision_id not in self.no_fault and not self.catching_up
         kind = self.spec.pick(u[0]) if fresh else None
         if kind is None:
-            super()._on_decision(request)
+            super().handle_decision(request)
             return
         getattr(self, f"_inject_{kind}")(request, u[2], earlier)
 
@@ -418,7 +419,7 @@ class _ChaosSession(_Session):
     def _inject_timeout(self, request: pb.DecisionRequest, u: float, earlier: list[str]) -> None:
         wait = _seconds(request.time_left) + _seconds(request.bank_left) + SLEEP_MARGIN_S
         self._note("timeout", request, sleep_s=round(wait, 3))
-        self.pending = _Pending(request)
+        self.pending = PendingDecision(request)
         time.sleep(wait)  # stuck: the server's fallback plays; no late answer (that would be a second fault)
 
     def _inject_illegal(self, request: pb.DecisionRequest, u: float, earlier: list[str]) -> None:
@@ -429,9 +430,9 @@ class _ChaosSession(_Session):
             others = [a for a in range(NUM_ACTIONS) if a not in legal]
             action = others[int((u - 0.2) / 0.8 * len(others))]
         self._note("illegal", request, action_id=action)
-        pending = _Pending(request)
+        pending = PendingDecision(request)
         self.pending = pending
-        self._send_action(pending, action)  # rejected: the SDK asks decide() again, which answers legally
+        self.send_action(pending, action)  # rejected: the SDK asks decide() again, which answers legally
 
     def _inject_stale(self, request: pb.DecisionRequest, u: float, earlier: list[str]) -> None:
         if earlier and u < 0.5:
@@ -442,31 +443,31 @@ class _ChaosSession(_Session):
             decision_id, what = hashlib.sha256(f"{self.seed}:{u!r}".encode()).hexdigest()[:22], "unknown"
         action = NUM_ACTIONS + 1
         self._note("stale", request, stale_decision_id=decision_id, stale=what)
-        self._outbox.put(pb.PlayRequest(action=pb.Action(decision_id=decision_id, action_id=action)))
-        super()._on_decision(request)  # then the real answer
+        self.send(pb.PlayRequest(action=pb.Action(decision_id=decision_id, action_id=action)))
+        super().handle_decision(request)  # then the real answer
 
     def _inject_garbage(self, request: pb.DecisionRequest, u: float, earlier: list[str]) -> None:
         data = garbage_bytes(u)
         self._note("garbage", request, bytes_hex=data.hex())
-        self.pending = _Pending(request)  # answered after the Resume
+        self.pending = PendingDecision(request)  # answered after the Resume
         assert self.raw_stub.call is not None
         self.raw_stub.call.garbage_sent = True
-        self._outbox.put(self.raw_stub.raw(data))
+        self.send(self.raw_stub.raw(data))
 
     def _inject_disconnect(self, request: pb.DecisionRequest, u: float, earlier: list[str]) -> None:
         answered = u < 0.5
         self._note("disconnect", request, answered_first=answered)
         if answered:
-            super()._on_decision(request)  # the answer may or may not get out: the SDK resends it
+            super().handle_decision(request)  # the answer may or may not get out: the SDK resends it
         else:
-            self.pending = _Pending(request)  # answered after the Resume
+            self.pending = PendingDecision(request)  # answered after the Resume
         assert self.raw_stub.call is not None
         self.raw_stub.call.cancel()
 
     def _inject_crash(self, request: pb.DecisionRequest, u: float, earlier: list[str]) -> None:
         if not self._may_crash():
             self.fault_log.write(event="suppressed", kind="crash", bot=self.name, pid=os.getpid())
-            super()._on_decision(request)
+            super().handle_decision(request)
             return
         self._note("crash", request, exit_code=CRASH_EXIT_CODE)
         if self.state_dir is not None:
@@ -584,7 +585,7 @@ def run_chaos(
     flog = FaultLog(fault_log)
     flog.write(event="start", bot=bot_name, pid=os.getpid(), resumed_from=resumed_from, spec=str(spec), seed=seed)
     with grpc.insecure_channel(address) as channel:
-        session = _ChaosSession(
+        session = ChaosSession(
             bot,
             _RawStub(channel),
             spec=spec,

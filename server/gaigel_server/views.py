@@ -7,19 +7,63 @@ Built from a :class:`~gaigel_server.table.Table` and nothing else; the per-hand 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
-from gaigel.match import MatchTermination
+from google.protobuf import timestamp_pb2
+
+from gaigel.match import MatchScore, MatchSpec, MatchTermination
+from gaigel.ruleset import Ruleset
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import codec
+from gaigel_server.clock import Clock
+from gaigel_server.seat import Seat
 from gaigel_server.states import TableState
 
-if TYPE_CHECKING:
-    from gaigel_server.table import Table
+
+class Table(Protocol):
+    """What the views read of a table (a :class:`gaigel_server.table.Table` is one): a Protocol, so
+    that views and table do not import each other."""
+
+    @property
+    def match_id(self) -> str: ...
+    @property
+    def rules(self) -> Ruleset: ...
+    @property
+    def spec(self) -> MatchSpec: ...
+    @property
+    def score(self) -> MatchScore: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def preset(self) -> str: ...
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def state(self) -> TableState: ...
+    @property
+    def termination(self) -> MatchTermination | None: ...
+    @property
+    def forfeit_side(self) -> int | None: ...
+    @property
+    def withhold_seed(self) -> bool: ...
+    @property
+    def versions(self) -> Sequence[str]: ...
+    @property
+    def seats(self) -> Sequence[Seat]: ...
+    @property
+    def create_time(self) -> timestamp_pb2.Timestamp: ...
+    @property
+    def start_time(self) -> timestamp_pb2.Timestamp | None: ...
+    @property
+    def end_time(self) -> timestamp_pb2.Timestamp | None: ...
+
+    def winner_sides(self) -> list[int]: ...
+
+    def bot_seeds(self) -> list[int]: ...
 
 
 def _json(data: Any) -> str:

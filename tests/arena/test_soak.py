@@ -103,11 +103,8 @@ class TestSoak:
 
     def test_soak_fails_when_a_fault_goes_missing(self, tmp_path: Path) -> None:
         """The audit is not a rubber stamp: a record with a fault deleted fails it."""
-        sys.path.insert(0, str(REPO / "bench"))
-        try:
-            import soak  # type: ignore[import-not-found]
-        finally:
-            sys.path.remove(str(REPO / "bench"))
+        from bench import soak
+
         record = {
             "_arena_match_id": "s0000-r0-chaos-first",
             "seats": [{"seat": 0, "side": 0, "bot": "chaos"}, {"seat": 1, "side": 1, "bot": "first"}],
@@ -172,9 +169,9 @@ class TestChaosPieces:
         there (a timeout at the resume step could not be told from the outage's, the audit counted both)."""
         from gaigel_api.v1 import bot_service_pb2 as pb
         from gaigel_api.v1 import common_pb2, game_pb2
-        from gaigel_harness.chaos import ChaosBot, FaultLog, _ChaosSession
+        from gaigel_harness.chaos import ChaosBot, ChaosSession, FaultLog
 
-        session = _ChaosSession(
+        session = ChaosSession(
             ChaosBot(1),
             cast(Any, None),  # never called: the messages are handed to the session directly
             spec=ChaosSpec.parse("timeout=1"),  # every fresh decision times out
@@ -208,6 +205,6 @@ class TestChaosPieces:
             (decision(7, "after"), True),  # fresh again
         ]
         for message, resuming in messages:
-            session._handle(message, resuming)
+            session.handle(message, resuming)
         lines = [json.loads(line) for line in (tmp_path / "faults.jsonl").read_text().splitlines()]
         assert [(e["kind"], e["decision_id"]) for e in lines] == [("timeout", "before"), ("timeout", "after")]

@@ -203,14 +203,14 @@ def _real_match(modes: dict[str, bool], seed: int) -> dict[str, Recorder]:
 
 def test_compact_and_plain_sdk_bots_see_the_same_real_match(monkeypatch: pytest.MonkeyPatch) -> None:
     folds: dict[str, int] = {}
-    unfold = client_mod._Session._unfold
+    unfold = client_mod.Session._unfold
 
     def counting(self: Any, request: pb.DecisionRequest) -> None:
         carried = int(request.HasField("hand_start")) + len(request.events)
         folds[self.name] = folds.get(self.name, 0) + carried
         unfold(self, request)
 
-    monkeypatch.setattr(client_mod._Session, "_unfold", counting)
+    monkeypatch.setattr(client_mod.Session, "_unfold", counting)
     first = _real_match({"north": True, "south": False}, 21)
     assert folds.get("north", 0) > 0 and folds.get("south", 0) == 0
     folds.clear()

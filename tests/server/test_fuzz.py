@@ -1,12 +1,12 @@
 """Hostile input against a live ``gaigel serve`` subprocess (the bounded CI run of bench/fuzz.py).
 
 Hypothesis draws Play streams, MatchService calls and raw TCP connections (strategies in
-fuzzkit.py) and sends each to one real server process. Properties: the process never dies;
-every call ends with a defined status (never UNKNOWN or INTERNAL, never a hang), with a
-message when it is not OK; an admin call without the admin token never gets past the token
-check; garbage from a bot seated in a real match ends up as fault reason codes in the
-record; and afterwards the server is SERVING, plays a normal match, and its open file
-descriptors, event-loop tasks and memory are where they were before.
+bench/fuzzkit.py, shared with bench/fuzz.py) and sends each to one real server process.
+Properties: the process never dies; every call ends with a defined status (never UNKNOWN or
+INTERNAL, never a hang), with a message when it is not OK; an admin call without the admin
+token never gets past the token check; garbage from a bot seated in a real match ends up as
+fault reason codes in the record; and afterwards the server is SERVING, plays a normal
+match, and its open file descriptors, event-loop tasks and memory are where they were before.
 
 The run is derandomized (the same examples every time), so CI is stable; the examples are
 still drawn by the strategies, and the explicit ``@example`` inputs pin the cases found
@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-import fuzzkit as fk
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bench import fuzzkit as fk
 from gaigel.replay import replay
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import match_service_pb2 as ms

@@ -97,7 +97,9 @@ class ResumeFile:
 
 
 @dataclasses.dataclass
-class _Pending:
+class PendingDecision:
+    """The open decision of a :class:`Session`: its request and the answers sent for it so far."""
+
     request: pb.DecisionRequest
     answers: list[int] = dataclasses.field(default_factory=list)
     replayed: bool = False
@@ -114,8 +116,17 @@ def _requests(outbox: queue.SimpleQueue[pb.PlayRequest | None]) -> Iterator[pb.P
         yield item
 
 
-class _Session:
-    """One bot's connection state across reconnects."""
+class Session:
+    """One bot's connection state across reconnects: the loop behind :func:`run`.
+
+    :func:`run` is the way to play; this class is public for tools that need the same loop
+    with some of its steps changed (the harness's chaos bot injects faults this way). A
+    subclass may override the per-message steps :meth:`handle_welcome`, :meth:`handle_event`
+    and :meth:`handle_decision` (calling ``super()`` for the normal behaviour), and send with
+    :meth:`send_action` and :meth:`send`; :meth:`handle` feeds it one server message.
+    Attributes without an underscore (``match``, ``pending``, ``last_sequence``,
+    ``replay_through``, ...) may be read; the rest may change between versions.
+    """
 
     def __init__(
         self,
@@ -145,7 +156,7 @@ class _Session:
         self.max_backoff = max_backoff
         self.last_sequence = 0
         self.match: _Match | None = None
-        self.pending: _Pending | None = None
+        self.pending: PendingDecision | None = None
         self.matches_done = 0
         self.leave_sent = False
         self.session_id = ""
@@ -265,7 +276,7 @@ class _Session:
                         welcomed = True
                         failures = 0
                         lost_since = None
-                    if self._handle(response, resuming):
+                    if self.handle(response, resuming):
                         call.cancel()  # type: ignore[no-untyped-call]
                         return self.matches_done
                 log.info("the server ended the session")
@@ -331,21 +342,26 @@ class _Session:
             )
         )
 
-    def _send_action(self, pending: _Pending, action_id: int) -> None:
+    def send_action(self, pending: PendingDecision, action_id: int) -> None:
+        """Answers *pending* with *action_id* (noted in the resume file before it is sent)."""
         pending.answers.append(action_id)
         self._save(force=True)  # before sending: a restarted process resends exactly this answer
         action = pb.Action(
             decision_id=pending.request.decision_id, action_id=action_id, time_capped=pending.time_capped
         )
-        self._outbox.put(pb.PlayRequest(action=action))
+        self.send(pb.PlayRequest(action=action))
+
+    def send(self, request: pb.PlayRequest) -> None:
+        """Puts *request* on the current stream as it is (no bookkeeping: see :meth:`send_action`)."""
+        self._outbox.put(request)
 
     # --- one server message ---------------------------------------------------------
 
-    def _handle(self, response: pb.PlayResponse, resuming: bool) -> bool:
+    def handle(self, response: pb.PlayResponse, resuming: bool) -> bool:
         """Handles one message; True when the session is done."""
         kind = response.WhichOneof("message")
         if kind == "welcome":
-            self._on_welcome(response.welcome, resuming)
+            self.handle_welcome(response.welcome, resuming)
             return False
         seq = response.sequence
         if seq <= self.last_sequence:
@@ -360,14 +376,14 @@ class _Session:
             if replayed:
                 self._on_replayed_decision(response.decision_request)
             else:
-                self._on_decision(response.decision_request)
+                self.handle_decision(response.decision_request)
         elif kind == "action_rejected":
             if replayed:
                 self.bot.on_rejected(response.action_rejected)
             else:
                 self._on_rejected(response.action_rejected)
         elif kind == "event":
-            self._on_event(response.event)
+            self.handle_event(response.event)
         elif kind == "match_start":
             msg = response.match_start
             grace = msg.clock.resume_grace.ToTimedelta().total_seconds() if msg.clock.HasField("resume_grace") else None
@@ -398,7 +414,8 @@ class _Session:
             self._save()
         return False
 
-    def _on_event(self, event: game_pb2.Event) -> None:
+    def handle_event(self, event: game_pb2.Event) -> None:
+        """An Event (also one unfolded from a compact DecisionRequest): to ``bot.on_event``."""
         if event.WhichOneof("kind") != "fault":  # a fault changes no game state: still open
             self.pending = None
         self.bot.on_event(event)
@@ -416,10 +433,11 @@ class _Session:
             request.ClearField("hand_start")
         if request.events:
             for event in request.events:
-                self._on_event(event)
+                self.handle_event(event)
             request.ClearField("events")
 
-    def _on_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
+    def handle_welcome(self, msg: pb.Welcome, resuming: bool) -> None:
+        """A Welcome; after a Resume (*resuming*), resends the answer to the open decision."""
         self.session_id = msg.session_id
         log.info(
             "%s session %s as %r (server %s)",
@@ -435,9 +453,9 @@ class _Session:
             # with the old stream, so send it (or a first one) again.
             action = pending.answers[-1] if pending.answers else self._decide(pending)
             if action is not None:
-                self._send_action(pending, action)
+                self.send_action(pending, action)
 
-    def _decide(self, pending: _Pending) -> int | None:
+    def _decide(self, pending: PendingDecision) -> int | None:
         """``bot.decide(request)``: an action id, or None for "send no answer"."""
         self.bot.time_capped = False
         answer = self.bot.decide(pending.request)
@@ -458,21 +476,22 @@ class _Session:
 
     def _on_replayed_decision(self, request: pb.DecisionRequest) -> None:
         """A decision the previous process saw: resend its saved answer, never decide it again."""
-        pending = _Pending(request)
+        pending = PendingDecision(request)
         self.pending = pending
         saved = self.replay_answer
         if saved is not None and saved[0] == request.decision_id:
             # It may or may not have arrived; an identical resend is harmless either way.
-            self._send_action(pending, saved[1])
+            self.send_action(pending, saved[1])
         else:
             pending.replayed = True
 
-    def _on_decision(self, request: pb.DecisionRequest) -> None:
-        pending = _Pending(request)
+    def handle_decision(self, request: pb.DecisionRequest) -> None:
+        """A fresh DecisionRequest (not one replayed after a restart): ``bot.decide``, then the answer."""
+        pending = PendingDecision(request)
         self.pending = pending
         action = self._decide(pending)
         if action is not None:
-            self._send_action(pending, action)
+            self.send_action(pending, action)
 
     def _on_rejected(self, msg: pb.ActionRejected) -> None:
         log.warning(
@@ -506,7 +525,7 @@ class _Session:
                     untried[0],
                 )
             action = untried[0]
-        self._send_action(pending, action)
+        self.send_action(pending, action)
 
 
 def compact_from_env() -> bool:
@@ -588,7 +607,7 @@ def run(
     resume_path = resume_file if resume_file is not None else os.environ.get("GAIGEL_RESUME_FILE") or None
     channel = grpc.secure_channel(address, grpc.ssl_channel_credentials()) if secure else grpc.insecure_channel(address)
     with channel:
-        session = _Session(
+        session = Session(
             bot,
             pb_grpc.BotServiceStub(channel),
             token=token,

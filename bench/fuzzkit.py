@@ -1,9 +1,9 @@
 """Hostile clients against a live ``gaigel serve`` process: inputs, how they are sent, what must hold.
 
 Shared by ``tests/server/test_fuzz.py`` (a bounded run in CI) and ``bench/fuzz.py`` (the long
-run with figures). The server under test is a real subprocess, not an in-process server,
-because a crash must be observable as a dead process and its file descriptors, memory and
-asyncio tasks must be measurable from outside.
+run with figures), which both import it as ``bench.fuzzkit``. The server under test is a real
+subprocess, not an in-process server, because a crash must be observable as a dead process
+and its file descriptors, memory and asyncio tasks must be measurable from outside.
 
 Three kinds of input, each a frozen dataclass drawn by a hypothesis strategy:
 
