@@ -436,7 +436,7 @@ class MatchDriver:
             raise RuntimeError("the match is over: its record is closed")
         if self.writer is not None:
             hand = self.hand_index if self.hand_index >= 0 else None
-            self.writer.fault(seat, reason.value, message, hand, self.step if self._open is not None else None)
+            self.writer.fault(seat, str(reason), message, hand, self.step if self._open is not None else None)
 
     def _start_hand(self) -> HandStarted:
         k = self.hand_index + 1
