@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import concurrent.futures.process
-import ctypes
 import dataclasses
 import os
 import signal
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -35,6 +33,7 @@ from typing import Any, Protocol
 from gaigel.match import MatchSpec, MatchTermination, play_match
 from gaigel.record import write_json_atomic
 from gaigel.ruleset import Ruleset
+from gaigel_arena import lifeline
 from gaigel_arena.config import BotConfig
 
 __all__ = [
@@ -48,6 +47,7 @@ __all__ = [
     "play_house_match",
     "play_local_match",
     "unplayed_forfeit",
+    "worker_initializer",
 ]
 
 
@@ -192,17 +192,12 @@ def play_local_match(job: MatchJob) -> MatchOutcome:
     return outcome
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Worker initializer: end this worker when the runner dies (even by SIGKILL)."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
+def worker_initializer(parent_pid: int) -> None:
+    """Start of a worker process (a local pool worker, a table worker): it ends when the runner
+    *parent_pid* dies, even by SIGKILL (:func:`gaigel_arena.lifeline.die_with_parent`), and leaves
+    Ctrl-C to the runner."""
+    lifeline.die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 class LocalExecutor:
@@ -214,7 +209,7 @@ class LocalExecutor:
 
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         return concurrent.futures.ProcessPoolExecutor(
-            max_workers=self.workers, initializer=_die_with_parent, initargs=(os.getpid(),)
+            max_workers=self.workers, initializer=worker_initializer, initargs=(os.getpid(),)
         )
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:

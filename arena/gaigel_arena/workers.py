@@ -258,9 +258,9 @@ def _worker_main(
     conn: multiprocessing.connection.Connection, config: ArenaConfig, index: int, parent: int, log_level: int
 ) -> None:
     """A worker process: start a :class:`TableWorker`, then play the jobs that come over *conn*."""
-    from gaigel_arena.executors import _die_with_parent
+    from gaigel_arena.executors import worker_initializer
 
-    _die_with_parent(parent)  # dies with the runner, even after kill -9; ignores Ctrl-C (the runner's)
+    worker_initializer(parent)  # dies with the runner, even after kill -9; ignores Ctrl-C (the runner's)
     os.dup2(2, 1)  # nothing may print onto the runner's stdout (e.g. its --json report)
     worker_logging(log_level, worker=index)
 
