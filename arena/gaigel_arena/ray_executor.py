@@ -49,7 +49,6 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -59,7 +58,7 @@ from gaigel.record import write_json_atomic
 from gaigel.state import ENGINE_VERSION
 from gaigel_arena.config import ArenaConfig
 from gaigel_arena.dispatch import Dispatcher
-from gaigel_arena.executors import MatchJob, MatchOutcome, play_house_match
+from gaigel_arena.executors import MatchJob, MatchOutcome, NoRemoteBots, play_house_match
 
 __all__ = ["INSTALL_HINT", "RayConnectError", "RayExecutor", "RayTableWorker", "play_ray_task"]
 
@@ -179,7 +178,7 @@ def _settle(
         out.set_result(outcome)
 
 
-class RayExecutor:
+class RayExecutor(NoRemoteBots):
     """Plays matches as Ray tasks (house bots) or on table-worker actors (command bots); futures
     resolve in the scheduler process."""
 
@@ -278,15 +277,6 @@ class RayExecutor:
 
         ref.future().add_done_callback(finish)
         return out
-
-    def ready(self, seats: tuple[str, ...]) -> bool:
-        """Always: the ray executor plays no remote bots."""
-        del seats
-        return True
-
-    def attach_presence_log(self, path: Path) -> None:
-        """Nothing to log: the ray executor plays no remote bots."""
-        del path
 
     def _start_on_actor(self, index: int, job: MatchJob, future: concurrent.futures.Future[MatchOutcome]) -> None:
         """Gives *job* to the idle actor *index* (the dispatcher's lock is held)."""

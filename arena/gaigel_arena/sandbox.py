@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gaigel.match import FaultReason
 from gaigel_arena import lifeline
 
 if TYPE_CHECKING:
@@ -456,7 +457,9 @@ def annotate_record(record: dict[str, Any], faults: list[dict[str, Any]], starte
     to *record*'s faults, for every seat of that bot that disconnected in the match."""
     seats = record.get("seats") or []
     disconnected = {
-        f.get("seat") for f in record.get("faults", []) if isinstance(f, dict) and f.get("reason") == "DISCONNECT"
+        f.get("seat")
+        for f in record.get("faults", [])
+        if isinstance(f, dict) and f.get("reason") == FaultReason.DISCONNECT
     }
     added = []
     for fault in faults:

@@ -51,7 +51,7 @@ import structlog
 from gaigel_arena import sandbox
 from gaigel_arena.config import ArenaConfig
 from gaigel_arena.dispatch import Dispatcher
-from gaigel_arena.executors import BotFailure, MatchJob, MatchOutcome
+from gaigel_arena.executors import BotFailure, MatchJob, MatchOutcome, NoRemoteBots
 
 __all__ = ["BotMissingError", "TableWorker", "WorkerDied", "WorkerExecutor", "missing_bots", "rebuild_error"]
 
@@ -143,7 +143,7 @@ class TableWorker:
 
             self._profile = cProfile.Profile()
             self._profile_path = Path(folder) / f"worker-{os.getpid()}.prof"
-            self._executor._loop.call_soon_threadsafe(self._profile.enable)
+            self._executor.host.call_soon(self._profile.enable)
         self._cpu_ready = _cpu_self()  # what start-up cost is left out of the per-decision figures
         self._bots_cpu_ready = self._bots_cpu()
         self._bots_cpu_seen: dict[int, float] = {}
@@ -154,7 +154,7 @@ class TableWorker:
         if executor is None:
             return 0.0
         total = 0.0
-        for proc in [*executor._procs.values(), *executor._match_procs.values()]:
+        for proc in executor.bots.processes():
             total += _cpu_of(proc.pid)
         return total
 
@@ -170,7 +170,7 @@ class TableWorker:
         if missing:
             raise BotMissingError("; ".join(self.missing[name] for name in missing))
         outcome, record = self._executor.play(job, write_record=False)
-        for proc in self._executor._match_procs.values():  # one-match processes end with their match
+        for proc in self._executor.bots.match_processes():  # one-match processes end with their match
             self._bots_cpu_seen[proc.pid] = _cpu_of(proc.pid)
         self.matches += 1
         if record is not None:
@@ -195,7 +195,7 @@ class TableWorker:
                 profile.disable()
                 stopped.set()
 
-            self._executor._loop.call_soon_threadsafe(stop)
+            self._executor.host.call_soon(stop)
             if stopped.wait(10):
                 self._profile.dump_stats(self._profile_path)
         if self._executor is not None:
@@ -307,7 +307,7 @@ class _Slot:
     future: concurrent.futures.Future[MatchOutcome] | None = None
 
 
-class WorkerExecutor:
+class WorkerExecutor(NoRemoteBots):
     """Plays matches on *workers* table worker processes (the executor ``grpc`` picks without remote bots)."""
 
     def __init__(self, config: ArenaConfig, workers: int) -> None:
@@ -384,15 +384,6 @@ class WorkerExecutor:
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
         """Queues *job* for the next idle worker; the future raises for a void match."""
         return self._dispatcher.submit(job)
-
-    def ready(self, seats: tuple[str, ...]) -> bool:
-        """Always: without remote bots every match can go."""
-        del seats
-        return True
-
-    def attach_presence_log(self, path: Path) -> None:
-        """Nothing to log: the table workers play no remote bots."""
-        del path
 
     @staticmethod
     def _send(slot: _Slot, job: MatchJob, future: concurrent.futures.Future[MatchOutcome]) -> None:
