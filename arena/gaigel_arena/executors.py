@@ -91,7 +91,7 @@ def unplayed_forfeit(
             }
             for x in range(ruleset.num_sides)
         ],
-        "termination": "forfeit",
+        "termination": MatchTermination.FORFEIT.value,
         "hands_played": 0,
         "forfeit_sides": lost,
         "forfeit": {

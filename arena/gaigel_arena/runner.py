@@ -20,7 +20,7 @@ from typing import TextIO
 
 import structlog
 
-from gaigel.match import MATCH_TERMINATIONS
+from gaigel.match import MATCH_TERMINATIONS, MatchTermination
 from gaigel_arena.config import ArenaConfig
 from gaigel_arena.executors import (
     DISQUALIFIED,
@@ -313,7 +313,7 @@ def _drive(
                 batch.remove(m)
                 _forfeit_disqualified(journal, config, m, disqualified)
                 done += 1
-                metrics.matches_total.labels(outcome="forfeit").inc()
+                metrics.matches_total.labels(outcome=MatchTermination.FORFEIT.value).inc()
                 metrics.set_progress(done, total)
             if batch:
                 journal.issue(m.match_id for m in batch)
@@ -350,7 +350,9 @@ def _drive(
                 played += 1
                 done += 1
                 termination = outcome.termination
-                metrics.matches_total.labels(outcome=termination if termination in _KNOWN else "completed").inc()
+                metrics.matches_total.labels(
+                    outcome=termination if termination in _KNOWN else MatchTermination.COMPLETED.value
+                ).inc()
                 metrics.match_duration_seconds.observe(outcome.duration_s)
                 metrics.set_progress(done, total)
                 log.info(
