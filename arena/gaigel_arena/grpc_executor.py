@@ -139,7 +139,8 @@ class GrpcExecutor:
             if self.bots.per_match:
                 await self.bots.end_match(keys)
                 for alias in aliases:
-                    self.host.unregister(alias)
+                    with contextlib.suppress(Exception):  # a still-seated alias is revoked at shutdown with the server
+                        self.host.unregister(alias)
 
     async def _wait_for_remote(self, job: MatchJob) -> list[str]:
         """Waits while a remote bot of *job* is absent but within its wait; the bots that stayed away."""
