@@ -8,7 +8,7 @@ Run from the repository root::
 Each start is timed from ``subprocess.Popen`` to the process's exit, for two programs:
 ``/usr/bin/true`` (what the sandbox itself costs) and ``python -c "import gaigel_client"``
 (a Python SDK bot up to the point where it would connect). The sandboxes are set up exactly
-as the arena sets them up for a bot (:mod:`gaigel_arena.grpc_executor`): ``process`` is the
+as the arena sets them up for a bot (:mod:`gaigel_arena.botpool`): ``process`` is the
 launcher with rlimits, ``bwrap`` the launcher, a cgroup where one can be made, bubblewrap's
 namespaces with the seccomp filter and, as root, ``setpriv`` to a uid of its own; ``podman``
 is ``podman run`` of the project image (skipped without podman or the image). The ratio

@@ -316,7 +316,7 @@ def audit_records(rows: list[Any], audit: Audit) -> dict[str, dict[str, Any]]:
     """Every done row's record: present, replays, same result; returns records by server match id."""
     from gaigel.record import RecordError, load_record
     from gaigel.replay import replay
-    from gaigel_arena.grpc_executor import forfeit_reason
+    from gaigel_arena.records import forfeit_reason
 
     by_server: dict[str, dict[str, Any]] = {}
     bad: list[str] = []
@@ -448,7 +448,7 @@ def audit_faults(records: dict[str, dict[str, Any]], injections: list[dict[str, 
 
 
 def _forfeit_cause(record: dict[str, Any]) -> str:
-    from gaigel_arena.grpc_executor import forfeit_reason
+    from gaigel_arena.records import forfeit_reason
 
     why = forfeit_reason(record)
     return str(why["reason"]) if why else "?"
@@ -673,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     command = rerun_command(args)
     print(f"# rerun: {command}", flush=True)
     from gaigel_arena.config import parse_config
-    from gaigel_arena.grpc_executor import configured_bot
+    from gaigel_arena.records import configured_bot
     from gaigel_arena.schedule import build_schedule
 
     if args.audit:  # a folder of an earlier run: audit it again, play nothing

@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import concurrent.futures.process
-import ctypes
 import dataclasses
 import os
 import signal
-import sys
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from gaigel.match import MatchSpec, MatchTermination, play_match
 from gaigel.record import write_json_atomic
 from gaigel.ruleset import Ruleset
+from gaigel_arena import lifeline
 from gaigel_arena.config import BotConfig
 
 __all__ = [
@@ -45,9 +45,12 @@ __all__ = [
     "LocalExecutor",
     "MatchJob",
     "MatchOutcome",
+    "NoRemoteBots",
     "play_house_match",
     "play_local_match",
     "unplayed_forfeit",
+    "with_hooks",
+    "worker_initializer",
 ]
 
 
@@ -88,7 +91,7 @@ def unplayed_forfeit(
             }
             for x in range(ruleset.num_sides)
         ],
-        "termination": "forfeit",
+        "termination": MatchTermination.FORFEIT.value,
         "hands_played": 0,
         "forfeit_sides": lost,
         "forfeit": {
@@ -134,8 +137,9 @@ class MatchOutcome:
         return str(self.result.get("termination", MatchTermination.COMPLETED.value))
 
 
+@runtime_checkable
 class Executor(Protocol):
-    """Plays matches concurrently."""
+    """Plays matches concurrently: every hook the runner calls."""
 
     workers: int
 
@@ -143,9 +147,52 @@ class Executor(Protocol):
         """Starts *job*; the future holds its outcome or the void-game exception."""
         ...
 
+    def ready(self, seats: tuple[str, ...]) -> bool:
+        """Whether a match with *seats* can be issued now (its remote bots are connected, or their
+        wait is over); True for an executor without remote bots."""
+        ...
+
+    def attach_presence_log(self, path: Path) -> None:
+        """Has the remote bots' connected and absent time written to *path*; a no-op without remote bots."""
+        ...
+
     def shutdown(self) -> None:
         """Stops the workers (running matches are abandoned, not counted)."""
         ...
+
+
+class NoRemoteBots:
+    """The hooks of an executor that plays no remote bots: every match is ready, no presence to log."""
+
+    def ready(self, seats: tuple[str, ...]) -> bool:
+        del seats
+        return True
+
+    def attach_presence_log(self, path: Path) -> None:
+        del path
+
+
+class _WithHooks(NoRemoteBots):
+    """An executor object that has only ``workers``, ``submit`` and ``shutdown`` (one written before
+    the other hooks, e.g. a test's wrapper), with the hooks of :class:`NoRemoteBots`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.workers: int = inner.workers
+
+    def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
+        future: concurrent.futures.Future[MatchOutcome] = self._inner.submit(job)
+        return future
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+
+def with_hooks(pool: Any) -> Executor:
+    """*pool* when it has every hook of :class:`Executor`; else *pool* with the defaults of :class:`NoRemoteBots`."""
+    if isinstance(pool, Executor):
+        return pool
+    return _WithHooks(pool)
 
 
 def play_house_match(job: MatchJob) -> tuple[MatchOutcome, dict[str, Any] | None]:
@@ -192,20 +239,15 @@ def play_local_match(job: MatchJob) -> MatchOutcome:
     return outcome
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Worker initializer: end this worker when the runner dies (even by SIGKILL)."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
+def worker_initializer(parent_pid: int) -> None:
+    """Start of a worker process (a local pool worker, a table worker): it ends when the runner
+    *parent_pid* dies, even by SIGKILL (:func:`gaigel_arena.lifeline.die_with_parent`), and leaves
+    Ctrl-C to the runner."""
+    lifeline.die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
 
 
-class LocalExecutor:
+class LocalExecutor(NoRemoteBots):
     """Plays matches with house bots in a pool of worker processes."""
 
     def __init__(self, workers: int) -> None:
@@ -214,7 +256,7 @@ class LocalExecutor:
 
     def _new_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         return concurrent.futures.ProcessPoolExecutor(
-            max_workers=self.workers, initializer=_die_with_parent, initargs=(os.getpid(),)
+            max_workers=self.workers, initializer=worker_initializer, initargs=(os.getpid(),)
         )
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
@@ -230,7 +272,7 @@ class LocalExecutor:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-class InlineExecutor:
+class InlineExecutor(NoRemoteBots):
     """Plays each match in the calling process when it is submitted (one worker)."""
 
     workers = 1

@@ -42,13 +42,11 @@ match that fails comes back as a void game, which the runner replays.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import contextlib
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -59,7 +57,8 @@ import structlog
 from gaigel.record import write_json_atomic
 from gaigel.state import ENGINE_VERSION
 from gaigel_arena.config import ArenaConfig
-from gaigel_arena.executors import MatchJob, MatchOutcome, play_house_match
+from gaigel_arena.dispatch import Dispatcher
+from gaigel_arena.executors import MatchJob, MatchOutcome, NoRemoteBots, play_house_match
 
 __all__ = ["INSTALL_HINT", "RayConnectError", "RayExecutor", "RayTableWorker", "play_ray_task"]
 
@@ -179,7 +178,7 @@ def _settle(
         out.set_result(outcome)
 
 
-class RayExecutor:
+class RayExecutor(NoRemoteBots):
     """Plays matches as Ray tasks (house bots) or on table-worker actors (command bots); futures
     resolve in the scheduler process."""
 
@@ -207,12 +206,10 @@ class RayExecutor:
         self.workers = cpus if cpus > 0 else workers
         """Matches kept in flight by the runner (twice this): the cluster's CPUs."""
         self._task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(play_ray_task)
-        self._lock = threading.Lock()
+        self._dispatcher: Dispatcher[int] = Dispatcher(self._start_on_actor)
+        self._lock = self._dispatcher.lock
         self._refs: dict[concurrent.futures.Future[MatchOutcome], Any] = {}
         self._actors: list[Any] = []
-        self._idle: list[Any] = []
-        self._queue: collections.deque[tuple[MatchJob, concurrent.futures.Future[MatchOutcome]]] = collections.deque()
-        self._closing = False
         self.actor_nodes: dict[int, str] = {}
         """The node id of each table-worker actor (by its index), as it started."""
         self.actor_pids: dict[int, int] = {}
@@ -238,7 +235,7 @@ class RayExecutor:
         nodes = ray.get([a.node_id.remote() for a in self._actors], timeout=ACTOR_START_TIMEOUT_S)
         self.actor_nodes = dict(enumerate(nodes))
         self.actor_pids = dict(enumerate(ray.get([a.pid.remote() for a in self._actors], timeout=60)))
-        self._idle = list(range(len(self._actors)))
+        self._dispatcher.idle = list(range(len(self._actors)))
         log.info(
             "ray_table_workers_started",
             actors=len(self._actors),
@@ -265,11 +262,7 @@ class RayExecutor:
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
         """Starts *job* (a Ray task, or the next idle table-worker actor); its record is written here."""
         if self._actors_mode:
-            future: concurrent.futures.Future[MatchOutcome] = concurrent.futures.Future()
-            with self._lock:
-                self._queue.append((job, future))
-            self._dispatch()
-            return future
+            return self._dispatcher.submit(job)
         ref = self._task.remote(job)
         out: concurrent.futures.Future[MatchOutcome] = concurrent.futures.Future()
         with self._lock:
@@ -285,17 +278,11 @@ class RayExecutor:
         ref.future().add_done_callback(finish)
         return out
 
-    def _dispatch(self) -> None:
-        """Gives queued matches to idle actors, one match per actor."""
-        with self._lock:
-            while self._idle and self._queue and not self._closing:
-                job, future = self._queue.popleft()
-                if not future.set_running_or_notify_cancel():
-                    continue
-                index = self._idle.pop()
-                ref = self._actors[index].play.remote(job)
-                self._refs[future] = ref
-                ref.future().add_done_callback(lambda done, i=index, j=job, f=future: self._finished(i, j, f, done))
+    def _start_on_actor(self, index: int, job: MatchJob, future: concurrent.futures.Future[MatchOutcome]) -> None:
+        """Gives *job* to the idle actor *index* (the dispatcher's lock is held)."""
+        ref = self._actors[index].play.remote(job)
+        self._refs[future] = ref
+        ref.future().add_done_callback(lambda done, i=index, j=job, f=future: self._finished(i, j, f, done))
 
     def _finished(
         self,
@@ -306,8 +293,7 @@ class RayExecutor:
     ) -> None:
         with self._lock:
             self._refs.pop(out, None)
-            if not self._closing:
-                self._idle.append(index)
+            self._dispatcher.release(index)
 
         def result() -> tuple[str, MatchOutcome, dict[str, Any] | None]:
             try:
@@ -328,20 +314,15 @@ class RayExecutor:
             return version, outcome, record
 
         _settle(out, job, result)
-        self._dispatch()
+        self._dispatcher.dispatch()
 
     def shutdown(self) -> None:
         """Cancels the tasks still running, stops the table-worker actors and disconnects (stopping a
         cluster started for this run)."""
+        idle = self._dispatcher.close()
         with self._lock:
-            self._closing = True
             refs = list(self._refs.values())
             self._refs.clear()
-            queued = list(self._queue)
-            self._queue.clear()
-            idle = list(self._idle)
-        for _, future in queued:
-            future.cancel()
         if self._actors:
             closing = [self._actors[i].close.remote() for i in idle]
             with contextlib.suppress(Exception):  # stats are a nicety: a dead actor must not stop the shutdown

@@ -20,7 +20,7 @@ from typing import TextIO
 
 import structlog
 
-from gaigel.match import MATCH_TERMINATIONS
+from gaigel.match import MATCH_TERMINATIONS, MatchTermination
 from gaigel_arena.config import ArenaConfig
 from gaigel_arena.executors import (
     DISQUALIFIED,
@@ -31,6 +31,7 @@ from gaigel_arena.executors import (
     MatchJob,
     MatchOutcome,
     unplayed_forfeit,
+    with_hooks,
 )
 from gaigel_arena.journal import DbTarget, Journal, redact_url, resolve_db
 from gaigel_arena.metrics import ArenaMetrics
@@ -199,10 +200,8 @@ def run_arena(
     # a changed config is refused now, not after the workers (and their bots) have started
     Journal.check_config(db_path, config.canonical_json(), config.config_hash())
     factory = executor_factory or (lambda c, w: make_executor(c, w, executor))
-    pool = factory(config, n_workers)  # fails fast (before the journal exists) for an unavailable executor
-    attach = getattr(pool, "attach_presence_log", None)  # executors with remote bots count their presence
-    if attach is not None:
-        attach(out_dir / PRESENCE_FILE)
+    pool = with_hooks(factory(config, n_workers))  # fails fast (before the journal exists) for an unavailable executor
+    pool.attach_presence_log(out_dir / PRESENCE_FILE)  # executors with remote bots count their presence
     try:
         return _run(
             config, schedule, db_path, records_dir, pool, n_workers, metrics, progress, started, bootstrap_samples
@@ -309,12 +308,12 @@ def _drive(
     done, total = counts["done"], counts["total"]
     try:
         while queue or in_flight:
-            batch = _next_batch(queue, window - len(in_flight), bool(in_flight), getattr(pool, "ready", None))
+            batch = _next_batch(queue, window - len(in_flight), bool(in_flight), pool.ready)
             for m in [m for m in batch if disqualified.keys() & set(m.seats)]:
                 batch.remove(m)
                 _forfeit_disqualified(journal, config, m, disqualified)
                 done += 1
-                metrics.matches_total.labels(outcome="forfeit").inc()
+                metrics.matches_total.labels(outcome=MatchTermination.FORFEIT.value).inc()
                 metrics.set_progress(done, total)
             if batch:
                 journal.issue(m.match_id for m in batch)
@@ -351,7 +350,9 @@ def _drive(
                 played += 1
                 done += 1
                 termination = outcome.termination
-                metrics.matches_total.labels(outcome=termination if termination in _KNOWN else "completed").inc()
+                metrics.matches_total.labels(
+                    outcome=termination if termination in _KNOWN else MatchTermination.COMPLETED.value
+                ).inc()
                 metrics.match_duration_seconds.observe(outcome.duration_s)
                 metrics.set_progress(done, total)
                 log.info(
@@ -401,7 +402,7 @@ _DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES}
 
 
 def _next_batch(
-    queue: list[ScheduledMatch], room: int, busy: bool, ready: Callable[[tuple[str, ...]], bool] | None
+    queue: list[ScheduledMatch], room: int, busy: bool, ready: Callable[[tuple[str, ...]], bool]
 ) -> list[ScheduledMatch]:
     """Up to *room* matches from the end of *queue* (schedule order), taken out of it.
 
@@ -409,8 +410,6 @@ def _next_batch(
     are connected, or their wait is over): matches that are not ready stay queued behind the
     ready ones; only when nothing else runs does the first of them go (to wait for its bot).
     """
-    if ready is None:
-        return [queue.pop() for _ in range(min(room, len(queue)))]
     batch: list[ScheduledMatch] = []
     i = len(queue) - 1
     while i >= 0 and len(batch) < room:

@@ -28,10 +28,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+from gaigel.match import FaultReason
+from gaigel_arena import lifeline
 
 __all__ = [
     "CONTAINER_SOCKET_DIR",
@@ -244,50 +246,13 @@ def command_bot_sandboxes(config: SandboxedArena[BotT], podman: bool) -> Iterato
 
 # --- process ------------------------------------------------------------------------------
 
-_LAUNCHER = """
-import ctypes, json, os, resource, signal, sys
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the runner
-except (OSError, AttributeError):
-    pass
-if os.getppid() != int(sys.argv[1]):  # the runner died before the signal was armed
-    os._exit(1)
-spec = json.loads(sys.argv[2])
-for name in spec.get("cgroups", []):  # the bot and all it starts are counted in its group
-    try:
-        with open(name, "w") as f:
-            f.write(str(os.getpid()))
-    except OSError as e:
-        sys.stderr.write(f"sandbox: cannot enter {name}: {e}\\n")
-        os._exit(126)
-for name, value in spec.get("rlimits", {}).items():
-    limit = getattr(resource, name)
-    # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second later if the bot ignores it.
-    hard = value + 1 if limit == resource.RLIMIT_CPU else value
-    try:
-        resource.setrlimit(limit, (value, hard))
-    except (ValueError, OSError) as e:  # above the runner's own hard limit: keep that one
-        sys.stderr.write(f"sandbox: cannot set {name}={value}: {e}\\n")
-try:
-    os.execvp(sys.argv[3], sys.argv[3:])  # the parent-death signal survives exec
-except OSError as e:
-    sys.stderr.write(f"cannot start {sys.argv[3]}: {e.strerror}\\n")
-    os._exit(127)
-"""
-"""``python -I -c _LAUNCHER RUNNER_PID SPEC_JSON COMMAND...``: the parent-death signal, the
-cgroup, the rlimits, then exec (no Python code runs between fork and exec in the runner,
-whose gRPC threads make that unsafe). The one launcher of every bot process the arena starts."""
-
 
 def launcher_command(
     command: list[str], rlimits: Mapping[str, int] | None = None, cgroups: Iterable[str] = ()
 ) -> list[str]:
-    """*command* started through :data:`_LAUNCHER`: it dies with this process (Linux), in *cgroups*
-    (their ``cgroup.procs`` files) and under *rlimits* (by :mod:`resource` name)."""
-    if not sys.platform.startswith("linux"):
-        return command
-    spec = json.dumps({"rlimits": dict(rlimits or {}), "cgroups": list(cgroups)}, sort_keys=True)
-    return [sys.executable, "-I", "-c", _LAUNCHER, str(os.getpid()), spec, *command]
+    """*command* started through the arena's one launcher (:func:`gaigel_arena.lifeline.launcher_command`):
+    it dies with this process (Linux), in *cgroups* and under *rlimits* (by :mod:`resource` name)."""
+    return lifeline.launcher_command(command, rlimits, cgroups)
 
 
 def process_environment(
@@ -520,7 +485,9 @@ def annotate_record(record: dict[str, Any], faults: list[dict[str, Any]], starte
     to *record*'s faults, for every seat of that bot that disconnected in the match."""
     seats = record.get("seats") or []
     disconnected = {
-        f.get("seat") for f in record.get("faults", []) if isinstance(f, dict) and f.get("reason") == "DISCONNECT"
+        f.get("seat")
+        for f in record.get("faults", [])
+        if isinstance(f, dict) and f.get("reason") == FaultReason.DISCONNECT
     }
     added = []
     for fault in faults:

@@ -29,7 +29,6 @@ machine, the bot and what is missing.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -51,7 +50,8 @@ import structlog
 
 from gaigel_arena import sandbox
 from gaigel_arena.config import ArenaConfig
-from gaigel_arena.executors import BotFailure, MatchJob, MatchOutcome
+from gaigel_arena.dispatch import Dispatcher
+from gaigel_arena.executors import BotFailure, MatchJob, MatchOutcome, NoRemoteBots
 
 __all__ = ["BotMissingError", "TableWorker", "WorkerDied", "WorkerExecutor", "missing_bots", "rebuild_error"]
 
@@ -143,7 +143,7 @@ class TableWorker:
 
             self._profile = cProfile.Profile()
             self._profile_path = Path(folder) / f"worker-{os.getpid()}.prof"
-            self._executor._loop.call_soon_threadsafe(self._profile.enable)
+            self._executor.host.call_soon(self._profile.enable)
         self._cpu_ready = _cpu_self()  # what start-up cost is left out of the per-decision figures
         self._bots_cpu_ready = self._bots_cpu()
         self._bots_cpu_seen: dict[int, float] = {}
@@ -154,7 +154,7 @@ class TableWorker:
         if executor is None:
             return 0.0
         total = 0.0
-        for proc in [*executor._procs.values(), *executor._match_procs.values()]:
+        for proc in executor.bots.processes():
             total += _cpu_of(proc.pid)
         return total
 
@@ -170,7 +170,7 @@ class TableWorker:
         if missing:
             raise BotMissingError("; ".join(self.missing[name] for name in missing))
         outcome, record = self._executor.play(job, write_record=False)
-        for proc in self._executor._match_procs.values():  # one-match processes end with their match
+        for proc in self._executor.bots.match_processes():  # one-match processes end with their match
             self._bots_cpu_seen[proc.pid] = _cpu_of(proc.pid)
         self.matches += 1
         if record is not None:
@@ -195,7 +195,7 @@ class TableWorker:
                 profile.disable()
                 stopped.set()
 
-            self._executor._loop.call_soon_threadsafe(stop)
+            self._executor.host.call_soon(stop)
             if stopped.wait(10):
                 self._profile.dump_stats(self._profile_path)
         if self._executor is not None:
@@ -258,9 +258,9 @@ def _worker_main(
     conn: multiprocessing.connection.Connection, config: ArenaConfig, index: int, parent: int, log_level: int
 ) -> None:
     """A worker process: start a :class:`TableWorker`, then play the jobs that come over *conn*."""
-    from gaigel_arena.executors import _die_with_parent
+    from gaigel_arena.executors import worker_initializer
 
-    _die_with_parent(parent)  # dies with the runner, even after kill -9; ignores Ctrl-C (the runner's)
+    worker_initializer(parent)  # dies with the runner, even after kill -9; ignores Ctrl-C (the runner's)
     os.dup2(2, 1)  # nothing may print onto the runner's stdout (e.g. its --json report)
     worker_logging(log_level, worker=index)
 
@@ -307,7 +307,7 @@ class _Slot:
     future: concurrent.futures.Future[MatchOutcome] | None = None
 
 
-class WorkerExecutor:
+class WorkerExecutor(NoRemoteBots):
     """Plays matches on *workers* table worker processes (the executor ``grpc`` picks without remote bots)."""
 
     def __init__(self, config: ArenaConfig, workers: int) -> None:
@@ -318,13 +318,10 @@ class WorkerExecutor:
         self._config = _prebuilt(config)
         self._log_level = runner_log_level()
         self._context = multiprocessing.get_context("spawn")  # no fork of a process with gRPC threads
-        self._lock = threading.Lock()
-        self._queue: collections.deque[tuple[MatchJob, concurrent.futures.Future[MatchOutcome]]] = collections.deque()
-        self._idle: list[_Slot] = []
+        self._dispatcher: Dispatcher[_Slot] = Dispatcher(self._send)
+        self._lock = self._dispatcher.lock
         self._slots: list[_Slot] = []
         self._threads: list[threading.Thread] = []
-        self._closing = False
-        self._failed = ""
         self.restarts = 0
         """Workers started again after they died."""
         self.worker_stats: list[dict[str, Any]] = []
@@ -343,7 +340,7 @@ class WorkerExecutor:
             thread = threading.Thread(target=self._read, args=(slot,), name=f"gaigel-worker-{slot.index}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        self._idle = list(self._slots)
+        self._dispatcher.idle = list(self._slots)
         log.info("table_workers_started", workers=workers, pids=[s.process.pid for s in self._slots])
 
     def _launch(self, index: int) -> _Slot:
@@ -386,25 +383,13 @@ class WorkerExecutor:
 
     def submit(self, job: MatchJob) -> concurrent.futures.Future[MatchOutcome]:
         """Queues *job* for the next idle worker; the future raises for a void match."""
-        future: concurrent.futures.Future[MatchOutcome] = concurrent.futures.Future()
-        with self._lock:
-            if self._failed:
-                future.set_exception(RuntimeError(self._failed))
-                return future
-            self._queue.append((job, future))
-        self._dispatch()
-        return future
+        return self._dispatcher.submit(job)
 
-    def _dispatch(self) -> None:
-        with self._lock:
-            while self._idle and self._queue and not self._closing:
-                job, future = self._queue.popleft()
-                if not future.set_running_or_notify_cancel():
-                    continue  # the runner gave up on it
-                slot = self._idle.pop()
-                slot.job, slot.future = job, future
-                with contextlib.suppress(OSError):  # a worker gone: its reader voids the match and restarts it
-                    slot.conn.send(("play", job))
+    @staticmethod
+    def _send(slot: _Slot, job: MatchJob, future: concurrent.futures.Future[MatchOutcome]) -> None:
+        slot.job, slot.future = job, future
+        with contextlib.suppress(OSError):  # a worker gone: its reader voids the match and restarts it
+            slot.conn.send(("play", job))
 
     def _read(self, slot: _Slot) -> None:
         """The reader thread of one worker: resolves its matches, restarts it when it dies."""
@@ -421,14 +406,13 @@ class WorkerExecutor:
                 continue
             with self._lock:
                 future, slot.job, slot.future = slot.future, None, None
-                if not self._closing:
-                    self._idle.append(slot)
+                self._dispatcher.release(slot)
             if future is not None:
                 if kind == "done":
                     future.set_result(message[1])
                 else:
                     future.set_exception(rebuild_error(*message[1:]))
-            self._dispatch()
+            self._dispatcher.dispatch()
 
     def _restart(self, slot: _Slot) -> bool:
         """Voids the match of a dead worker and starts it again; False when the pool is closing or failed."""
@@ -436,7 +420,7 @@ class WorkerExecutor:
         code = slot.process.exitcode
         with self._lock:
             job, future, slot.job, slot.future = slot.job, slot.future, None, None
-            closing = self._closing
+            closing = self._dispatcher.closing
         slot.conn.close()
         if future is not None:
             where = f" in match {job.match_id}" if job is not None else ""
@@ -454,36 +438,23 @@ class WorkerExecutor:
             self._handshake(fresh)
         except ValueError as e:
             _end(fresh)
-            self._fail(f"table worker {slot.index} died and cannot start again: {e}")
+            self._dispatcher.fail(f"table worker {slot.index} died and cannot start again: {e}")
             return False
         with self._lock:
             slot.process, slot.conn = fresh.process, fresh.conn
             self.restarts += 1
-            if self._closing:
+            if self._dispatcher.closing:
                 return True  # shutdown() ends it through its new pipe
-            self._idle.append(slot)
+            self._dispatcher.release(slot)
         log.warning("table_worker_restarted", worker=slot.index, pid=slot.process.pid)
-        self._dispatch()
+        self._dispatcher.dispatch()
         return True
-
-    def _fail(self, message: str) -> None:
-        with self._lock:
-            self._failed = message
-            queued = list(self._queue)
-            self._queue.clear()
-        for _, future in queued:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(RuntimeError(message))
 
     def shutdown(self) -> None:
         """Stops every worker (a busy one with SIGTERM: its match is abandoned, not counted)."""
+        self._dispatcher.close()
         with self._lock:
-            self._closing = True
-            queued = list(self._queue)
-            self._queue.clear()
             slots = list(self._slots)
-        for _, future in queued:
-            future.cancel()
         for slot in slots:
             if slot.job is not None:
                 with contextlib.suppress(ProcessLookupError):
