@@ -55,6 +55,15 @@ class FaultReason(enum.StrEnum):
     MISSING_JOIN = "MISSING_JOIN"
 
 
+class DecisionFlag(enum.StrEnum):
+    """What a record notes about how one decision was taken (an action's ``flags``)."""
+
+    TIMEOUT_FALLBACK = "TIMEOUT_FALLBACK"  # no answer in time: the first legal action was played
+    REJECTED_ANSWERS = "REJECTED_ANSWERS"  # the seat had answers rejected before this one
+    DISCONNECTED = "DISCONNECTED"  # the seat's stream was down during the decision
+    TIME_CAPPED = "TIME_CAPPED"  # the bot's own safety time cap cut its search short
+
+
 @dataclasses.dataclass(frozen=True)
 class MatchSpec:
     """Everything that fixes a match: rules, seed, number of hands and who sits where."""
@@ -384,7 +393,7 @@ class MatchDriver:
         self._request = None
         self.step += 1
         if self.writer is not None:
-            self.writer.action(request.seat, action, seconds, state.state_hash(), tuple(flags))
+            self.writer.action(request.seat, action, seconds, state.state_hash(), tuple(str(f) for f in flags))
 
     def _checked(self, request: DecisionRequest, action: object) -> int:
         """The plain id of a legal *action* that is an int subclass; raises for anything else (off the hot path)."""

@@ -122,18 +122,10 @@ class MatchHost:
     def unregister(self, name: str) -> None:
         """Revokes bot *name* and ends its sessions, as UnregisterBot does; a bot still seated in a
         match that has not ended is left (it is revoked at shutdown with the server)."""
-        from gaigel_server.states import TableState
-
-        lobby = self._server.lobby
-        if name not in self._server.bots:
+        if name not in self._server.bots or self._server.lobby.seated(name):
             return
-        if any(t.state is not TableState.ENDED and name in t.spec.bots for t in lobby.tables.values()):
-            return
+        self._server.lobby.retire(name)
         self._server.bots.unregister(name)
-        sessions = lobby.sessions.pop(name, set())
-        lobby.idle.pop(name, None)
-        for session in sessions:  # none is in a match (checked above), so all are idle
-            session.close()
         self._server.metrics.forget_bot(name)
 
     # --- matches (on the loop) -----------------------------------------------------------

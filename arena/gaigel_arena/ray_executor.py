@@ -47,6 +47,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,8 @@ TASK_RETRIES = 3
 ACTOR_START_TIMEOUT_S = 300.0
 """How long the table-worker actors may take to start (Ray workers, servers, bot processes, image builds)."""
 ACTOR_STOP_TIMEOUT_S = 20.0
+RESTART_POLL_S = 0.5
+"""How often an actor that died is asked whether Ray has restarted it."""
 
 
 class RayConnectError(ConnectionError):
@@ -291,9 +294,13 @@ class RayExecutor(NoRemoteBots):
         out: concurrent.futures.Future[MatchOutcome],
         done: concurrent.futures.Future[Any],
     ) -> None:
+        died = done.exception() is not None  # the actor's process died: Ray is restarting it
         with self._lock:
             self._refs.pop(out, None)
-            self._dispatcher.release(index)
+            if not died:
+                self._dispatcher.release(index)
+        if died:
+            self._when_back(index, time.monotonic() + ACTOR_START_TIMEOUT_S)
 
         def result() -> tuple[str, MatchOutcome, dict[str, Any] | None]:
             try:
@@ -315,6 +322,32 @@ class RayExecutor(NoRemoteBots):
 
         _settle(out, job, result)
         self._dispatcher.dispatch()
+
+    def _when_back(self, index: int, give_up: float) -> None:
+        """Makes actor *index* idle again once Ray has restarted it: a match given to a restarting
+        actor fails at once ("the actor is restarting"), which voided a second match per death."""
+
+        def answered(done: concurrent.futures.Future[Any]) -> None:
+            try:
+                pid = done.result()
+            except Exception:
+                if time.monotonic() < give_up:
+                    timer = threading.Timer(RESTART_POLL_S, self._when_back, (index, give_up))
+                    timer.daemon = True
+                    timer.start()
+                else:  # never back: its matches go to the other actors
+                    log.error("ray_actor_lost", actor=index, waited_s=ACTOR_START_TIMEOUT_S)
+                return
+            with self._lock:
+                self.actor_pids[index] = pid
+                self._dispatcher.release(index)
+            self._dispatcher.dispatch()
+
+        with self._lock:
+            if self._dispatcher.closing or index >= len(self._actors):
+                return
+            ref = self._actors[index].pid.remote()
+        ref.future().add_done_callback(answered)
 
     def shutdown(self) -> None:
         """Cancels the tasks still running, stops the table-worker actors and disconnects (stopping a

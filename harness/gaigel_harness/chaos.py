@@ -72,6 +72,7 @@ from typing import Any, cast
 import grpc
 
 from gaigel.actions import NUM_ACTIONS
+from gaigel.match import FaultReason
 from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_api.v1 import common_pb2, game_pb2
@@ -96,13 +97,13 @@ log = logging.getLogger("gaigel_harness.chaos")
 FAULT_KINDS = ("timeout", "illegal", "stale", "garbage", "disconnect", "crash")
 """Every fault the bot can inject, in the order the cumulative draw tests them."""
 
-EXPECTED_REASONS: Mapping[str, tuple[str, ...]] = {
-    "timeout": ("TIMEOUT_FALLBACK",),
-    "illegal": ("ILLEGAL_ACTION",),
-    "stale": ("STALE_DECISION",),
-    "garbage": ("MALFORMED_MESSAGE", "DISCONNECT"),
-    "disconnect": ("DISCONNECT",),
-    "crash": ("DISCONNECT",),
+EXPECTED_REASONS: Mapping[str, tuple[FaultReason, ...]] = {
+    "timeout": (FaultReason.TIMEOUT_FALLBACK,),
+    "illegal": (FaultReason.ILLEGAL_ACTION,),
+    "stale": (FaultReason.STALE_DECISION,),
+    "garbage": (FaultReason.MALFORMED_MESSAGE, FaultReason.DISCONNECT),
+    "disconnect": (FaultReason.DISCONNECT,),
+    "crash": (FaultReason.DISCONNECT,),
 }
 """The reason codes each injected fault must leave in the match record (at least once each)."""
 

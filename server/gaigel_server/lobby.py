@@ -114,6 +114,27 @@ class Lobby:
         else:
             self.drop(session)
 
+    def seated(self, bot_name: str) -> list[str]:
+        """The matches not yet ended that seat *bot_name*."""
+        return [t.match_id for t in self.tables.values() if t.state is not TableState.ENDED and bot_name in t.spec.bots]
+
+    def retire(self, bot_name: str) -> int:
+        """Ends every session of a bot being unregistered and returns how many there were.
+
+        :raises ServiceError: FAILED_PRECONDITION while the bot is seated in a match not yet ended.
+        """
+        seated = self.seated(bot_name)
+        if seated:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"bot {bot_name!r} is seated in match(es) {', '.join(seated)}: cancel them or wait for their end",
+            )
+        sessions = self.sessions.pop(bot_name, set())
+        self.idle.pop(bot_name, None)
+        for session in sessions:  # none is in a match (checked above), so all are idle
+            session.close()
+        return len(sessions)
+
     def leave(self, session: BotSession) -> None:
         """A Leave: end now if idle, else after the current match."""
         session.leaving = True

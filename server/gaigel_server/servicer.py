@@ -682,22 +682,15 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         name = request.bot_name
         if name not in self.registry:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"bot {clip(name)!r} is not registered")
-        seated = [
-            t.match_id for t in self.lobby.tables.values() if t.state is not TableState.ENDED and name in t.spec.bots
-        ]
-        if seated:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"bot {name!r} is seated in match(es) {', '.join(seated)}: cancel them or wait for their end",
-            )
+        try:
+            ended = self.lobby.retire(name)
+        except ServiceError as e:
+            await context.abort(e.code, e.message)
+            raise
         self.registry.unregister(name)
-        sessions = self.lobby.sessions.pop(name, set())
-        self.lobby.idle.pop(name, None)
-        for session in sessions:  # none is in a match (checked above), so all are idle
-            session.close()
         self.metrics.forget_bot(name)
-        self.log.info("bot_unregistered", bot=name, sessions_ended=len(sessions))
-        return ms.UnregisterBotResponse(bot_name=name, sessions_ended=len(sessions))
+        self.log.info("bot_unregistered", bot=name, sessions_ended=ended)
+        return ms.UnregisterBotResponse(bot_name=name, sessions_ended=ended)
 
     async def WatchMatch(
         self, request: ms.WatchMatchRequest, context: grpc.aio.ServicerContext[Any, Any]

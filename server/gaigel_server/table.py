@@ -30,6 +30,7 @@ from gaigel import actions as A
 from gaigel.botseed import bot_seeds
 from gaigel.match import (
     Bot,
+    DecisionFlag,
     DecisionRequest,
     FaultReason,
     HandEnded,
@@ -53,7 +54,7 @@ from gaigel_server.seat import Seat
 from gaigel_server.session import Answer, BotSession, Outgoing
 from gaigel_server.states import TableState
 
-Decided = tuple[int, float, tuple[str, ...]]
+Decided = tuple[int, float, tuple[DecisionFlag, ...]]
 """A decision taken: the action id, the seconds it took, the record flags."""
 
 
@@ -491,7 +492,7 @@ class Table:
             if action not in request.legal_actions:
                 raise RuntimeError(f"house bot {self.seat_bot(seat)} chose illegal action {action}")
             self.metrics.decided["house"].inc()
-            return action, used, ("TIME_CAPPED",) if getattr(bot, "time_capped", False) else ()
+            return action, used, (DecisionFlag.TIME_CAPPED,) if getattr(bot, "time_capped", False) else ()
         self._house_run = 0  # a remote decision waits for its answer: others run meanwhile
         return await self._remote_decide(request)
 
@@ -530,11 +531,11 @@ class Table:
         if isinstance(item, Forfeited):
             ledger.close()
             return None
-        flags: list[str] = []
+        flags: list[DecisionFlag] = []
         if ledger.strikes > strikes_before:
-            flags.append("REJECTED_ANSWERS")
+            flags.append(DecisionFlag.REJECTED_ANSWERS)
         if not was_connected or not sess.connected:
-            flags.append("DISCONNECTED")
+            flags.append(DecisionFlag.DISCONNECTED)
         if item is None:
             ledger.timed_out(did, request_sequence)
             used = seat_clock.run_out()
@@ -548,7 +549,7 @@ class Table:
             )
             if self.forfeit_side is not None:
                 return None
-            return legal[0], used, ("TIMEOUT_FALLBACK", *flags)
+            return legal[0], used, (DecisionFlag.TIMEOUT_FALLBACK, *flags)
         used = max(0.0, item.received - start)
         self.metrics.server_lag.observe(max(0.0, time.monotonic() - item.received))
         seat_clock.charge(used)
@@ -564,7 +565,7 @@ class Table:
             seconds=round(used, 6),
         )
         if item.time_capped:
-            flags.append("TIME_CAPPED")
+            flags.append(DecisionFlag.TIME_CAPPED)
         return item.action_id, used, tuple(flags)
 
     def _latency(self, seat: int) -> Histogram:

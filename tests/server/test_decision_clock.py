@@ -1,0 +1,73 @@
+"""The open decision's one timer (gaigel_server.table._Pending): the clock runs from when the
+request's write began, which the writer notes on the message; the table does not wait for it.
+Real event loop, real ledger and seat clock; only the writer is played by the test."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from gaigel_server.clock import Clock, SeatClock
+from gaigel_server.ledger import SeatLedger
+from gaigel_server.session import Answer, Outgoing
+from gaigel_server.table import WRITE_WAIT, Forfeited, _Pending
+
+ALLOWANCE = 0.05  # decision time, no bank
+
+
+def pending(loop: asyncio.AbstractEventLoop) -> tuple[_Pending, SeatLedger]:
+    ledger = SeatLedger(0, strikes_limit=3)
+    ledger.issue("d1", [1, 2], lambda a: "not legal now")
+    p = _Pending(loop, ledger, SeatClock(Clock(decision_time=ALLOWANCE, bank=0.0)), time.monotonic())
+    p.request = Outgoing(b"")
+    p.arm()
+    return p, ledger
+
+
+def test_the_deadline_counts_from_a_late_write_and_closes_the_ledger_first() -> None:
+    """A write that begins 0.2 s after the request was queued moves the deadline by 0.2 s; at the
+    deadline the ledger's decision is closed before the table hears of it."""
+
+    async def scenario() -> tuple[float, Answer | Forfeited | None, str | None]:
+        p, ledger = pending(asyncio.get_running_loop())
+        await asyncio.sleep(0.2)
+        assert p.request is not None
+        p.request.began = time.monotonic()
+        outcome = await p.answer
+        return time.monotonic() - p.queued, outcome, ledger.open
+
+    waited, outcome, still_open = asyncio.run(scenario())
+    assert outcome is None and still_open is None
+    assert 0.2 + ALLOWANCE - 0.005 <= waited < 0.2 + ALLOWANCE + 0.25, waited
+
+
+def test_a_write_that_never_begins_runs_the_clock_from_the_queueing_after_write_wait() -> None:
+    """A stuck writer does not stop the clock: after WRITE_WAIT the decision times out (its
+    allowance counted from when the request was queued, long gone by then)."""
+
+    async def scenario() -> tuple[float, Answer | Forfeited | None]:
+        p, _ = pending(asyncio.get_running_loop())
+        outcome = await p.answer
+        return time.monotonic() - p.queued, outcome
+
+    waited, outcome = asyncio.run(scenario())
+    assert outcome is None
+    assert WRITE_WAIT - 0.005 <= waited < WRITE_WAIT + 0.3, waited
+
+
+def test_an_answer_before_the_deadline_wins_and_the_timer_is_gone() -> None:
+    async def scenario() -> tuple[Answer | Forfeited | None, str | None, bool]:
+        p, ledger = pending(asyncio.get_running_loop())
+        assert p.request is not None
+        p.request.began = time.monotonic()
+        answer = Answer("d1", 2, time.monotonic())
+        p.settle(answer)
+        p.settle(None)  # a late timer (or a second settle) changes nothing
+        outcome = await p.answer
+        p.disarm()
+        await asyncio.sleep(ALLOWANCE * 2)
+        return outcome, ledger.open, p.answer.result() is answer
+
+    outcome, still_open, kept = asyncio.run(scenario())
+    assert isinstance(outcome, Answer) and outcome.action_id == 2 and kept
+    assert still_open == "d1"  # the table's ledger.judge closed it in real play; the timer did not touch it
