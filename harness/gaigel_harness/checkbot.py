@@ -81,6 +81,7 @@ class Results:
         self.checks: dict[str, Check] = {}
         self.scripted_log = ""  # the bot's output tail when the scripted match failed (not --verbose)
         self.real_log = ""  # the same for the real matches
+        self.real_modes: list[str] = []  # the mode the bot joined each real match in ("" when it never played)
 
     def set(self, name: str, ok: bool | None, reason: str) -> None:
         old = self.checks.get(name)
@@ -836,6 +837,7 @@ def run_real(
                 _real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0, startup_timeout, confinement)
             )
             played += 1
+            results.real_modes.append(real.mode)
             record, notes, mode, tail = real.record, real.notes, real.mode, real.bot_log
             faults = [f for f in record.get("faults", []) if f["seat"] == 0]
             term = (record.get("result") or {}).get("termination", "?")
@@ -920,7 +922,8 @@ def run_checks(
     checks += [c for name, c in results.checks.items() if name not in ORDER]
     ok = all(c.ok for c in checks)
     if as_json:
-        print(json.dumps({"ok": ok, "checks": [dataclasses.asdict(c) for c in checks]}))
+        checked = [dataclasses.asdict(c) for c in checks]
+        print(json.dumps({"ok": ok, "checks": checked, "real_match_modes": results.real_modes}))
     else:
         for c in checks:
             tag = "PASS" if c.ok else ("FAIL" if c.ok is False else "NOT REACHED")

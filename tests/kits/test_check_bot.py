@@ -23,10 +23,16 @@ ALL = {
 
 
 def _check(cmd: list[str], *extra: str) -> tuple[int, dict[str, dict[str, object]], str]:
+    code, checks, stderr, _ = _check_modes(cmd, *extra)
+    return code, checks, stderr
+
+
+def _check_modes(cmd: list[str], *extra: str) -> tuple[int, dict[str, dict[str, object]], str, list[str]]:
+    """check-bot --json: its exit code, checks by name, stderr, and the mode of each real match."""
     r = run([*BRIDGE, "check-bot", "--json", *extra, "--", *cmd])
     data = json.loads(r.stdout.strip().splitlines()[-1])
     assert data["ok"] == (r.returncode == 0)
-    return r.returncode, {c["name"]: c for c in data["checks"]}, r.stderr
+    return r.returncode, {c["name"]: c for c in data["checks"]}, r.stderr, data["real_match_modes"]
 
 
 def test_python_example_passes_every_check() -> None:
@@ -47,11 +53,15 @@ def test_reports_the_mode_of_a_bot_that_leaves_after_one_match() -> None:
         "import sys; sys.path.insert(0, 'clients/python/examples'); from random_bot import RandomBot; "
         "from gaigel_client import run; run(RandomBot(), matches=1)"
     )
-    code, checks, _ = _check([sys.executable, "-c", one_match])
+    code, checks, _, modes = _check_modes([sys.executable, "-c", one_match])
     assert code == 0, checks
     real = [str(c["reason"]) for name, c in checks.items() if name.startswith("answers: ")]
     assert all("no mode" not in r for r in real), real
-    assert "compact mode" in " ".join(real) and "plain mode" in " ".join(real)
+    assert all(("compact mode" in r) != ("plain mode" in r) for r in real), real
+    # Each real match asks for the other mode (one per plan at least): the bot joined in each. The
+    # reasons above name only the matches that covered a kind, which may all be compact ones.
+    assert len(modes) >= 2 and modes[:2] == ["compact", "plain"], modes
+    assert all(m == ("compact", "plain")[i % 2] for i, m in enumerate(modes)), modes
 
 
 def test_python_example_passes_in_plain_mode(monkeypatch: pytest.MonkeyPatch) -> None:
