@@ -74,6 +74,10 @@ ECHO = "/bench.Echo/Play"
 TARGET_RTT_RATIO = 1.25
 TARGET_THROUGHPUT_RATIO = 0.8
 TARGET_P99_MS = 20.0
+# Issue 25's targets for the rebuilt core (compact mode), checked beside the ones above.
+TARGET_CPU_RATIO = 2.5  # server CPU per decision / the echo's, at 1 and at 64 streams
+TARGET_CORE_RTT_RATIO = 1.6  # round trip p50 at 1 stream
+TARGET_CORE_THROUGHPUT_RATIO = 0.4  # decisions/s at 64 streams
 EOF: Any = getattr(grpc.aio, "EOF")  # noqa: B009 (missing from the type stubs)
 
 
@@ -261,6 +265,18 @@ def _pct(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
+_LOOP: asyncio.AbstractEventLoop | None = None
+
+
+def _client_loop() -> asyncio.AbstractEventLoop:
+    """One event loop for every measurement of this run: grpc.aio binds its poller to the first
+    loop it runs on, and a second ``asyncio.run`` left it posting to a closed one (tracebacks)."""
+    global _LOOP
+    if _LOOP is None:
+        _LOOP = asyncio.new_event_loop()
+    return _LOOP
+
+
 def measure(
     kind: str,
     streams: int,
@@ -280,7 +296,7 @@ def measure(
     try:
         port = ready.get(timeout=60)
         assert proc.pid is not None
-        return asyncio.run(_load(kind, port, streams, warmup, seconds, proc.pid, compact))
+        return _client_loop().run_until_complete(_load(kind, port, streams, warmup, seconds, proc.pid, compact))
     finally:
         stop.set()
         proc.join(10)
@@ -361,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     streams = [int(x) for x in args.streams.split(",") if x.strip()]
     command = "python bench/server.py " + shlex.join(sys.argv[1:] if argv is None else argv)
 
-    cycles, actions = asyncio.run(_record_cycles(300, args.compact))
+    cycles, actions = _client_loop().run_until_complete(_record_cycles(300, args.compact))
     decision_sizes = [len(c[-1]) for c in cycles[1:]]
     sizes = {
         "action_bytes_mean": statistics.fmean(actions),
@@ -405,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                 "throughput_ratio": _ratio(full["throughput"], echo["throughput"]),
             }
         )
-    checks = _targets(rows)
+    checks = _targets(rows, args.compact)
     load = os.getloadavg()
     result: dict[str, Any] = {
         "command": command,
@@ -473,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _targets(rows: list[dict[str, Any]], compact: bool = False) -> list[dict[str, Any]]:
     by = {r["streams"]: r for r in rows}
     out: list[dict[str, Any]] = []
     if 1 in by:
@@ -500,6 +516,45 @@ def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "target": f"64 streams: round trip p99 under {TARGET_P99_MS:g} ms",
                 "measured": f"{p99:.2f} ms",
                 "ok": p99 < TARGET_P99_MS,
+            }
+        )
+    if compact:  # issue 25's targets are for compact mode
+        out.extend(_core_targets(by))
+    return out
+
+
+def _core_targets(by: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 25's checks: server CPU per decision, round trip at 1 stream, throughput at 64."""
+    out: list[dict[str, Any]] = []
+    for n in (1, 64):
+        if n not in by:
+            continue
+        full, echo = by[n]["full"]["server_cpu_us_per_decision"], by[n]["echo"]["server_cpu_us_per_decision"]
+        if full is None or echo is None:
+            continue
+        out.append(
+            {
+                "target": f"{n} stream{'s' if n > 1 else ''}: server CPU per decision at most {TARGET_CPU_RATIO}x the echo's",
+                "measured": f"x{full / echo:.2f} ({full:.0f} vs {echo:.0f} us)",
+                "ok": full / echo <= TARGET_CPU_RATIO,
+            }
+        )
+    if 1 in by:
+        ratio = by[1]["rtt_p50_ratio"]
+        out.append(
+            {
+                "target": f"1 stream: round trip p50 at most {TARGET_CORE_RTT_RATIO}x the echo's",
+                "measured": f"x{ratio:.2f}",
+                "ok": ratio <= TARGET_CORE_RTT_RATIO,
+            }
+        )
+    if 64 in by:
+        ratio = by[64]["throughput_ratio"]
+        out.append(
+            {
+                "target": f"64 streams: throughput at least {TARGET_CORE_THROUGHPUT_RATIO}x the echo's",
+                "measured": f"x{ratio:.2f}",
+                "ok": ratio >= TARGET_CORE_THROUGHPUT_RATIO,
             }
         )
     return out

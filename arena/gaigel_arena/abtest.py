@@ -620,7 +620,7 @@ def run_ab(
     :raises JournalError: if the journal belongs to another config or test, or another run holds it.
     :raises ArenaError: if a match fails repeatedly (as ``gaigel arena run``).
     """
-    from gaigel_arena.runner import _drive, make_executor  # the arena's own loop, one chunk of sets at a time
+    from gaigel_arena.runner import drive, make_executor  # the arena's own loop, one chunk of sets at a time
 
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -663,7 +663,7 @@ def run_ab(
                     break
                 window = set(range(state.prefix, state.prefix + chunk))
                 todo = [by_id[i] for i in journal.pending() if by_id[i].set_index in window]
-                played += _drive(arena, journal, pool, todo, records_dir, metrics, None, started)
+                played += drive(arena, journal, pool, todo, records_dir, metrics, None, started)
             if tty and stream is not None:
                 stream.write("\n")
     finally:

@@ -122,9 +122,14 @@ class MatchHost:
     def unregister(self, name: str) -> None:
         """Revokes bot *name* and ends its sessions, as UnregisterBot does; a bot still seated in a
         match that has not ended is left (it is revoked at shutdown with the server)."""
-        if name not in self._server.bots or self._server.lobby.seated(name):
+        from gaigel_server.lobby import ServiceError
+
+        if name not in self._server.bots:
             return
-        self._server.lobby.retire(name)
+        try:
+            self._server.lobby.retire(name)
+        except ServiceError:  # still seated: revoked at shutdown
+            return
         self._server.bots.unregister(name)
         self._server.metrics.forget_bot(name)
 

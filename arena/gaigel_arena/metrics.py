@@ -12,11 +12,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from gaigel.match import MATCH_TERMINATIONS
 
-__all__ = ["OUTCOMES", "ArenaMetrics"]
+__all__ = ["OUTCOMES", "VOID", "ArenaMetrics"]
 
-OUTCOMES = (*MATCH_TERMINATIONS, "void")
-"""Match terminations, plus ``void``: a match the arena could not count (it is replayed)."""
-"""``outcome`` label values: the match terminations plus ``void`` (replayed, not rated)."""
+VOID = "void"
+"""The ``outcome`` of a match the arena could not count (it is replayed, not rated)."""
+OUTCOMES = (*MATCH_TERMINATIONS, VOID)
+"""``outcome`` label values: the match terminations plus :data:`VOID`."""
 
 
 class ArenaMetrics:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gaigel.match import MatchTermination
 from gaigel_arena.journal import DEFAULT_DB_NAME, DbTarget, Journal, JournalError, JournalRow, is_url
 from gaigel_arena.ratings import (
     MIN_SETS_FOR_INTERVAL,
@@ -369,7 +370,7 @@ def bot_fates(report: ArenaReport) -> tuple[BotFate, ...]:
                 played += 1
                 continue
             forfeit = e.result.get("forfeit") or {}
-            reason = str(forfeit.get("reason") or "FORFEIT")
+            reason = str(forfeit.get("reason") or MatchTermination.FORFEIT.value)
             forfeits[reason] += 1
             if reason == DISQUALIFIED and why is None:
                 why = str(forfeit.get("message", ""))

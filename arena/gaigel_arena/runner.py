@@ -34,7 +34,7 @@ from gaigel_arena.executors import (
     with_hooks,
 )
 from gaigel_arena.journal import DbTarget, Journal, redact_url, resolve_db
-from gaigel_arena.metrics import ArenaMetrics
+from gaigel_arena.metrics import VOID, ArenaMetrics
 from gaigel_arena.ratings import GameResult, Standings, build_standings
 from gaigel_arena.results import pairwise_results, unrated_bots
 from gaigel_arena.schedule import ScheduledMatch, build_schedule
@@ -43,6 +43,7 @@ __all__ = [
     "ArenaError",
     "Progress",
     "RunSummary",
+    "drive",
     "journal_results",
     "make_executor",
     "run_arena",
@@ -245,7 +246,7 @@ def _run(
         )
         played_now = 0
         if pending:
-            played_now = _drive(
+            played_now = drive(
                 config, journal, pool, [by_id[i] for i in pending], records_dir, metrics, progress, started
             )
         counts = journal.counts()
@@ -285,7 +286,7 @@ def _set_ratings(metrics: ArenaMetrics, standings: Standings) -> None:
         metrics.rating_bt.labels(bot=row.name).set(row.bt)
 
 
-def _drive(
+def drive(
     config: ArenaConfig,
     journal: Journal,
     pool: Executor,
@@ -330,7 +331,7 @@ def _drive(
                     journal.release(match.match_id)
                     if isinstance(e, OSError) and e.errno in _DISK_ERRORS:
                         raise  # a full or read-only disk: replaying cannot help, stop with one line
-                    metrics.matches_total.labels(outcome="void").inc()
+                    metrics.matches_total.labels(outcome=VOID).inc()
                     log.warning("match_void", match_id=match.match_id, error=f"{type(e).__name__}: {e}")
                     if isinstance(e, BotFailure):  # the bot's fault, not the arena's: counted against it
                         bot_failures[e.bot] = bot_failures.get(e.bot, 0) + 1

@@ -133,10 +133,14 @@ class _Pending:
         if not self.answer.done():
             self.answer.set_result(outcome)
 
+    def _write_awaited(self, now: float) -> bool:
+        """The request is queued but its write has not begun, and WRITE_WAIT has not run out."""
+        return self.request is not None and self.request.began is None and now < self.queued + WRITE_WAIT
+
     def _when(self, now: float) -> float:
         """The loop time of the deadline, or of the next look at a write that has not begun yet."""
         deadline = self.clock.deadline(self.start())
-        if self.request is not None and self.request.began is None and now < self.queued + WRITE_WAIT:
+        if self._write_awaited(now):
             deadline = min(max(deadline, now + 0.01), self.queued + WRITE_WAIT)
         return self.loop.time() + (deadline - now)
 
@@ -144,9 +148,7 @@ class _Pending:
         now = time.monotonic()
         if self.answer.done():
             return
-        if now < self.clock.deadline(self.start()) or (
-            self.request is not None and self.request.began is None and now < self.queued + WRITE_WAIT
-        ):
+        if now < self.clock.deadline(self.start()) or self._write_awaited(now):
             self._timer = self.loop.call_at(self._when(now), self._fire)
             return
         self.ledger.close()  # from now on an answer is late: judged by the ledger, never applied
