@@ -146,17 +146,22 @@ async def _echo_server(cycles: list[list[bytes]], ready: Any, stop: Any) -> None
     await server.stop(0.5)
 
 
-def _serve(kind: str, arg: Any, ready: Any, stop: Any, profile: str | None = None) -> None:
-    if kind == "direct":  # the full server without its front door: grpc listens itself
-        asyncio.run(_full_server(arg, ready, stop, front_door=False))
-    elif kind != "full":
-        asyncio.run(_echo_server(arg, ready, stop))
-    elif profile is None:
-        asyncio.run(_full_server(arg, ready, stop))
-    else:
-        import cProfile
+def _serve(kind: str, arg: Any, ready: Any, stop: Any, profile: str | None = None, loop: str = "asyncio") -> None:
+    from gaigel_server import loops
 
-        cProfile.runctx("asyncio.run(_full_server(arg, ready, stop))", globals(), locals(), profile)
+    if kind == "direct":  # the full server without its front door: grpc listens itself
+        main = _full_server(arg, ready, stop, front_door=False)
+    elif kind != "full":
+        main = _echo_server(arg, ready, stop)
+    else:
+        main = _full_server(arg, ready, stop)
+    with asyncio.Runner(loop_factory=loops.factory(loops.EventLoop(loop))) as runner:
+        if profile is None:
+            runner.run(main)
+        else:
+            import cProfile
+
+            cProfile.runctx("runner.run(main)", globals(), locals(), profile)
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -285,13 +290,14 @@ def measure(
     seconds: float,
     profile: str | None = None,
     compact: bool = False,
+    loop: str = "asyncio",
 ) -> dict[str, Any]:
     """One timed run of *kind* ("full" or "echo") with *streams* streams, in a fresh server process
     (*compact*: the full server's bots join compact)."""
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
     arg = streams if kind in ("full", "direct") else cycles
-    proc = ctx.Process(target=_serve, args=(kind, arg, ready, stop, profile), daemon=True)
+    proc = ctx.Process(target=_serve, args=(kind, arg, ready, stop, profile, loop), daemon=True)
     proc.start()
     try:
         port = ready.get(timeout=60)
@@ -355,6 +361,12 @@ def _fmt(x: float | None, spec: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", default="1,8,64", help="comma-separated stream counts (default 1,8,64)")
+    parser.add_argument(
+        "--loop",
+        default="asyncio",
+        choices=("asyncio", "uvloop"),
+        help="the event loop of both servers, echo and full (as gaigel serve --loop; default %(default)s)",
+    )
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default 4)")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per run (default 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -390,14 +402,18 @@ def main(argv: list[str] | None = None) -> int:
         cycles = [cycles[0]] + [[b"".join(c)] for c in cycles[1:]]
     rows: list[dict[str, Any]] = []
     for n in streams:
-        echo = measure("echo", n, cycles, args.warmup, args.seconds)
+        echo = measure("echo", n, cycles, args.warmup, args.seconds, loop=args.loop)
         profile = None
         if args.profile:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
             profile = str(Path(args.profile) / f"server-{n}.prof")
-        full = measure("full", n, cycles, args.warmup, args.seconds, profile, args.compact)
-        plain = measure("full", n, cycles, args.warmup, args.seconds) if args.compact else None
-        direct = measure("direct", n, cycles, args.warmup, args.seconds, None, args.compact) if args.door else None
+        full = measure("full", n, cycles, args.warmup, args.seconds, profile, args.compact, args.loop)
+        plain = measure("full", n, cycles, args.warmup, args.seconds, loop=args.loop) if args.compact else None
+        direct = (
+            measure("direct", n, cycles, args.warmup, args.seconds, None, args.compact, args.loop)
+            if args.door
+            else None
+        )
         rows.append(
             {
                 "streams": n,
@@ -429,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "grpc": grpc.__version__,
         "cpus": os.cpu_count(),
+        "loop": args.loop,
         "compact": args.compact,
         "message_sizes": sizes,
         "rows": rows,
@@ -439,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(command)
     print(
-        f"python {result['python']}, grpcio {result['grpc']}, {result['cpus']} CPUs; "
+        f"python {result['python']}, grpcio {result['grpc']}, {result['cpus']} CPUs, servers on {result['loop']}; "
         f"{args.warmup:g} s warm-up + {args.seconds:g} s measured per row, a fresh server process each; "
         f"load average {load[0]:.1f} at the end (numbers are noisy when it exceeds the CPUs)"
     )

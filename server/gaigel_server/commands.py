@@ -76,6 +76,12 @@ def register(sub: Any) -> None:
         "--grace", type=seconds_arg, default=10.0, help="seconds to shut down in on SIGTERM (default %(default)s)"
     )
     p.add_argument(
+        "--loop",
+        default="asyncio",
+        choices=("asyncio", "uvloop"),
+        help="the event loop: asyncio's own, or uvloop (pip install uvloop) (default %(default)s)",
+    )
+    p.add_argument(
         "--join-timeout",
         type=seconds_arg,
         default=1.0,
@@ -192,12 +198,17 @@ def register(sub: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """gaigel serve."""
+    from gaigel_server import loops
     from gaigel_server.auth import load_bots_file
     from gaigel_server.logging import configure_logging
     from gaigel_server.server import ServerConfig, check_bindable, serve
 
     configure_logging(args.log_level)
     # Start-up checks: each mistake is one line naming the flag, before anything is served.
+    try:
+        new_loop = loops.factory(loops.EventLoop(args.loop))
+    except loops.LoopUnavailable as e:
+        raise CliError(str(e)) from None
     check_bindable(args.address, "--address")
     if args.metrics_port:
         check_bindable(f"{args.metrics_address}:{args.metrics_port}", "--metrics-port")
@@ -229,7 +240,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         watch_without_token=args.watch_without_token,
     )
     try:
-        return asyncio.run(serve(args.address, config, grace=args.grace))
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            return runner.run(serve(args.address, config, grace=args.grace))
     except RuntimeError as e:  # grpc cannot bind
         raise CliError(str(e)) from None
 

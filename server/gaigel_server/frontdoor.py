@@ -42,7 +42,7 @@ import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from gaigel_server.guard import Backoff, TokenBucket
 
@@ -207,8 +207,7 @@ class _Backend(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # a stream transport (uvloop's are not subclasses)
         self.link.attached(self)
 
     def data_received(self, data: bytes) -> None:
@@ -250,10 +249,9 @@ class _Link(asyncio.Protocol):
     # --- client side ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # a stream transport (uvloop's are not subclasses)
         self.door.links.add(self)
-        transport.set_write_buffer_limits(HIGH_WATER)
+        self.transport.set_write_buffer_limits(HIGH_WATER)
         self.door.connect(self)
 
     def data_received(self, data: bytes) -> None:

@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
 from gaigel_api.v1 import bot_service_pb2, match_service_pb2
+from gaigel_server import loops
 from gaigel_server.auth import BotRegistry, new_token
 from gaigel_server.clock import Clock
 from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
@@ -411,6 +412,7 @@ async def serve(address: str, config: ServerConfig, grace: float = 5.0, announce
         metrics_port=server.metrics_port,
         tls=bool(config.tls_cert),
         pid=os.getpid(),
+        loop=loops.running(),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
