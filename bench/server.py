@@ -5,6 +5,7 @@ Run from the repository root::
     python bench/server.py                       # 1, 8 and 64 streams; about 1 minute
     python bench/server.py --seconds 10 --streams 1,8,64,128 --json
     python bench/server.py --compact --streams 1,64  # compact mode against a one-message echo
+    python bench/server.py --compact --streams 1,64 --repeat 5  # medians of 5 rounds, paths taking turns
 
 What is measured, for each number N of concurrent bot streams, in one run:
 
@@ -265,6 +266,25 @@ async def _load(
     }
 
 
+SPREAD = ("rtt_p50_ms", "throughput", "server_cpu_us_per_decision")
+"""The figures whose range over the rounds is reported beside their median (``--repeat``)."""
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One path's figures over *runs* (rounds of ``--repeat``): the median of each number, and
+    the range of :data:`SPREAD` (a single run is returned as it is)."""
+    if len(runs) == 1:
+        return runs[0]
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        values = [run[key] for run in runs]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and None not in values:
+            out[key] = statistics.median(values)
+    out["rounds"] = len(runs)
+    out["range"] = {key: [min(v), max(v)] for key in SPREAD if None not in (v := [run[key] for run in runs])}
+    return out
+
+
 def _pct(sorted_values: list[float], p: float) -> float:
     k = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
     return sorted_values[k]
@@ -362,6 +382,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", default="1,8,64", help="comma-separated stream counts (default 1,8,64)")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="measure every path N times, taking turns, and report medians with their ranges (default 1)",
+    )
+    parser.add_argument(
         "--loop",
         default="asyncio",
         choices=("asyncio", "uvloop"),
@@ -386,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure the full server without its front door (gaigel serve --no-front-door): the door's cost",
     )
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat N: N must be at least 1")
     streams = [int(x) for x in args.streams.split(",") if x.strip()]
     command = "python bench/server.py " + shlex.join(sys.argv[1:] if argv is None else argv)
 
@@ -402,18 +431,27 @@ def main(argv: list[str] | None = None) -> int:
         cycles = [cycles[0]] + [[b"".join(c)] for c in cycles[1:]]
     rows: list[dict[str, Any]] = []
     for n in streams:
-        echo = measure("echo", n, cycles, args.warmup, args.seconds, loop=args.loop)
-        profile = None
-        if args.profile:
-            Path(args.profile).mkdir(parents=True, exist_ok=True)
-            profile = str(Path(args.profile) / f"server-{n}.prof")
-        full = measure("full", n, cycles, args.warmup, args.seconds, profile, args.compact, args.loop)
-        plain = measure("full", n, cycles, args.warmup, args.seconds, loop=args.loop) if args.compact else None
-        direct = (
-            measure("direct", n, cycles, args.warmup, args.seconds, None, args.compact, args.loop)
-            if args.door
-            else None
-        )
+        # --repeat: the paths take turns, round after round, so that a slow spell of the machine
+        # falls on all of them; each figure is the median over the rounds.
+        rounds: dict[str, list[dict[str, Any]]] = {"echo": [], "full": [], "plain": [], "direct": []}
+        for r in range(args.repeat):
+            rounds["echo"].append(measure("echo", n, cycles, args.warmup, args.seconds, loop=args.loop))
+            profile = None
+            if args.profile and r == 0:
+                Path(args.profile).mkdir(parents=True, exist_ok=True)
+                profile = str(Path(args.profile) / f"server-{n}.prof")
+            rounds["full"].append(
+                measure("full", n, cycles, args.warmup, args.seconds, profile, args.compact, args.loop)
+            )
+            if args.compact:
+                rounds["plain"].append(measure("full", n, cycles, args.warmup, args.seconds, loop=args.loop))
+            if args.door:
+                rounds["direct"].append(
+                    measure("direct", n, cycles, args.warmup, args.seconds, None, args.compact, args.loop)
+                )
+        echo, full = _median_run(rounds["echo"]), _median_run(rounds["full"])
+        plain = _median_run(rounds["plain"]) if rounds["plain"] else None
+        direct = _median_run(rounds["direct"]) if rounds["direct"] else None
         rows.append(
             {
                 "streams": n,
@@ -490,6 +528,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['streams']:>7} | {path:<6} | {x['rtt_p50_ms']:>10.3f} | {x['rtt_p99_ms']:>10.3f} | "
                 f"{_fmt(x['first_reply_p50_ms'], '>13.3f')} | {x['throughput']:>11.0f} | "
                 f"{_fmt(x['server_cpu_us_per_decision'], '>17.0f')} | {x['messages_per_decision']:>8.2f}"
+            )
+        for path in ("echo", "full", "plain", "direct"):
+            x = r.get(path)
+            if x is None or "range" not in x:
+                continue
+            spread = x["range"]
+            cpu = spread.get("server_cpu_us_per_decision")
+            print(
+                f"{'':>7} | {path} over {x['rounds']} rounds: rtt p50 {spread['rtt_p50_ms'][0]:.3f}-{spread['rtt_p50_ms'][1]:.3f} ms, "
+                f"decisions/s {spread['throughput'][0]:.0f}-{spread['throughput'][1]:.0f}"
+                + (f", server CPU {cpu[0]:.0f}-{cpu[1]:.0f} us/dec" if cpu else "")
             )
         print(
             f"{'':>7} | {'compact' if args.compact else 'full'}/echo: round trip p50 x{_fmt(r['rtt_p50_ratio'], '.2f')}, p99 x{_fmt(r['rtt_p99_ratio'], '.2f')}, "
