@@ -769,6 +769,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="let the attacker share every core with the server (default: a core of its own, as another machine)",
     )
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        help="the 'after' server's event loop (gaigel serve --loop; default: its own default)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object at the end")
     args = p.parse_args(argv)
     print("# " + shlex.join([sys.executable, "bench/attacks.py", *(argv or sys.argv[1:])]), flush=True)
@@ -784,6 +789,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.only and name != args.only:
                     continue
                 extra = extra_after if name == "after" or attack in ("logflood", "sessions") else []
+                if name == "after" and args.loop:
+                    extra = [*extra, "--loop", args.loop]
                 r = measure(name, trees[name], attack, args.seconds, extra, args.reset_rate, args.pin)
                 results.setdefault(attack, {})[name] = r
                 print(f"{attack:8s} {name:6s} {json.dumps(r)}", flush=True)

@@ -1,10 +1,11 @@
 """The event loop ``gaigel serve`` runs on: asyncio's own, or uvloop (``--loop uvloop``).
 
 uvloop does the loop's turns and the front door's transports in C (libuv); grpc.aio runs
-on either. Measured with ``python bench/server.py --compact --loop ...`` (docs/architecture.md,
-where a decision's CPU goes), it saves about a tenth of the server's CPU per decision at one
-stream and nothing measurable at 64, where the CPU matters: so it is offered, not the
-default, and not a dependency (the ``uvloop`` extra: ``pip install -e '.[uvloop]'``).
+on either. Measured with ``python bench/server.py --compact --loop ...`` and
+``bench/attacks.py --loop ...`` (docs/architecture.md, where a decision's CPU goes), it saved
+CPU per decision in some runs and not in others, and the attack bench's legit clients were
+slower on it: so it is offered, not the default, and not a dependency (the ``uvloop`` extra:
+``pip install -e '.[uvloop]'``).
 """
 
 from __future__ import annotations
