@@ -66,6 +66,7 @@ import grpc
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+from gaigel_server import loops
 
 ADMIN = "bench-admin-token"
 HANDS = 100_000
@@ -148,8 +149,6 @@ async def _echo_server(cycles: list[list[bytes]], ready: Any, stop: Any) -> None
 
 
 def _serve(kind: str, arg: Any, ready: Any, stop: Any, profile: str | None = None, loop: str = "asyncio") -> None:
-    from gaigel_server import loops
-
     if kind == "direct":  # the full server without its front door: grpc listens itself
         main = _full_server(arg, ready, stop, front_door=False)
     elif kind != "full":
@@ -390,8 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--loop",
-        default="asyncio",
-        choices=("asyncio", "uvloop"),
+        default=loops.EventLoop.ASYNCIO.value,
+        choices=[kind.value for kind in loops.EventLoop],
         help="the event loop of both servers, echo and full (as gaigel serve --loop; default %(default)s)",
     )
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default 4)")
@@ -555,34 +554,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _check(target: str, measured: str, ok: bool) -> dict[str, Any]:
+    return {"target": target, "measured": measured, "ok": ok}
+
+
 def _targets(rows: list[dict[str, Any]], compact: bool = False) -> list[dict[str, Any]]:
     by = {r["streams"]: r for r in rows}
     out: list[dict[str, Any]] = []
     if 1 in by:
         ratio = by[1]["rtt_p50_ratio"]
         out.append(
-            {
-                "target": f"1 stream: round trip p50 within {TARGET_RTT_RATIO}x of echo",
-                "measured": f"x{ratio:.2f}",
-                "ok": ratio <= TARGET_RTT_RATIO,
-            }
+            _check(
+                f"1 stream: round trip p50 within {TARGET_RTT_RATIO}x of echo",
+                f"x{ratio:.2f}",
+                ratio <= TARGET_RTT_RATIO,
+            )
         )
     if 64 in by:
         r = by[64]
+        ratio = r["throughput_ratio"]
         out.append(
-            {
-                "target": f"64 streams: throughput at least {TARGET_THROUGHPUT_RATIO}x of echo",
-                "measured": f"x{r['throughput_ratio']:.2f}",
-                "ok": r["throughput_ratio"] >= TARGET_THROUGHPUT_RATIO,
-            }
+            _check(
+                f"64 streams: throughput at least {TARGET_THROUGHPUT_RATIO}x of echo",
+                f"x{ratio:.2f}",
+                ratio >= TARGET_THROUGHPUT_RATIO,
+            )
         )
         p99 = r["full"]["rtt_p99_ms"]
         out.append(
-            {
-                "target": f"64 streams: round trip p99 under {TARGET_P99_MS:g} ms",
-                "measured": f"{p99:.2f} ms",
-                "ok": p99 < TARGET_P99_MS,
-            }
+            _check(f"64 streams: round trip p99 under {TARGET_P99_MS:g} ms", f"{p99:.2f} ms", p99 < TARGET_P99_MS)
         )
     if compact:  # issue 25's targets are for compact mode
         out.extend(_core_targets(by))
@@ -599,29 +599,29 @@ def _core_targets(by: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
         if full is None or echo is None:
             continue
         out.append(
-            {
-                "target": f"{n} stream{'s' if n > 1 else ''}: server CPU per decision at most {TARGET_CPU_RATIO}x the echo's",
-                "measured": f"x{full / echo:.2f} ({full:.0f} vs {echo:.0f} us)",
-                "ok": full / echo <= TARGET_CPU_RATIO,
-            }
+            _check(
+                f"{n} stream{'s' if n > 1 else ''}: server CPU per decision at most {TARGET_CPU_RATIO}x the echo's",
+                f"x{full / echo:.2f} ({full:.0f} vs {echo:.0f} us)",
+                full / echo <= TARGET_CPU_RATIO,
+            )
         )
     if 1 in by:
         ratio = by[1]["rtt_p50_ratio"]
         out.append(
-            {
-                "target": f"1 stream: round trip p50 at most {TARGET_CORE_RTT_RATIO}x the echo's",
-                "measured": f"x{ratio:.2f}",
-                "ok": ratio <= TARGET_CORE_RTT_RATIO,
-            }
+            _check(
+                f"1 stream: round trip p50 at most {TARGET_CORE_RTT_RATIO}x the echo's",
+                f"x{ratio:.2f}",
+                ratio <= TARGET_CORE_RTT_RATIO,
+            )
         )
     if 64 in by:
         ratio = by[64]["throughput_ratio"]
         out.append(
-            {
-                "target": f"64 streams: throughput at least {TARGET_CORE_THROUGHPUT_RATIO}x the echo's",
-                "measured": f"x{ratio:.2f}",
-                "ok": ratio >= TARGET_CORE_THROUGHPUT_RATIO,
-            }
+            _check(
+                f"64 streams: throughput at least {TARGET_CORE_THROUGHPUT_RATIO}x the echo's",
+                f"x{ratio:.2f}",
+                ratio >= TARGET_CORE_THROUGHPUT_RATIO,
+            )
         )
     return out
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from gaigel.cli import CliError, number_arg, port_arg, positive_int, seconds_arg
 from gaigel_server.clock import CLOCK_DEFAULTS, Clock
+from gaigel_server.loops import EventLoop
 
 _CLOCK_HELP = {
     "decision_time": "seconds per decision before the bank is drawn on",
@@ -77,8 +78,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--loop",
-        default="asyncio",
-        choices=("asyncio", "uvloop"),
+        default=EventLoop.ASYNCIO.value,
+        choices=[kind.value for kind in EventLoop],
         help="the event loop: asyncio's own, or uvloop (pip install uvloop) (default %(default)s)",
     )
     p.add_argument(
@@ -206,7 +207,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     # Start-up checks: each mistake is one line naming the flag, before anything is served.
     try:
-        new_loop = loops.factory(loops.EventLoop(args.loop))
+        new_loop = loops.factory(EventLoop(args.loop))
     except loops.LoopUnavailable as e:
         raise CliError(str(e)) from None
     check_bindable(args.address, "--address")

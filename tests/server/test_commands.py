@@ -11,7 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -229,6 +229,21 @@ class TestTry:
         )
 
 
+def wait_serving(
+    port: int, proc: subprocess.Popen[bytes], tries: int = 100, why: Callable[[], str] | None = None
+) -> None:
+    """Waits until the ``gaigel serve`` *proc* on *port* answers health checks (*why*: what to
+    show if it exits first)."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        for _ in range(tries):
+            try:
+                health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+                return
+            except grpc.RpcError:
+                assert proc.poll() is None, why() if why else "gaigel serve exited"
+                time.sleep(0.1)
+
+
 @pytest.fixture(scope="class")
 def served() -> Iterator[str]:
     """A `gaigel serve` subprocess on a free port with the admin token; yields its address."""
@@ -240,14 +255,7 @@ def served() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-            for _ in range(100):
-                try:
-                    health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
-                    break
-                except grpc.RpcError:
-                    assert proc.poll() is None, "gaigel serve exited"
-                    time.sleep(0.1)
+        wait_serving(port, proc)
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()

@@ -7,14 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.server.test_commands import BOT, GAIGEL, free_port
+from tests.server.test_commands import BOT, GAIGEL, free_port, wait_serving
 
 NO_UVLOOP = [
     sys.executable,
@@ -41,14 +38,7 @@ def _serve_and_try(loop: str | None, tmp_path: Path) -> tuple[dict[str, object],
             stderr=log,
         )
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-            for _ in range(200):
-                try:
-                    health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
-                    break
-                except grpc.RpcError:
-                    assert proc.poll() is None, err.read_text()
-                    time.sleep(0.1)
+        wait_serving(port, proc, tries=200, why=err.read_text)
         out = subprocess.run(
             [
                 *GAIGEL,
