@@ -68,6 +68,16 @@ STATE_HASH_FORMAT = "gaigel-state-v1"
 """Changes only when the hashed serialisation changes, so that a new engine version that
 plays the same rules still replays old records."""
 
+_DECIMALS: Final[tuple[str, ...]] = tuple(str(i) for i in range(-1, 1024))
+
+
+def _decimal(x: int) -> str:
+    """``str(x)``, from a table for -1..1022: the state hash spells some 70 numbers, and
+    converting each was most of its cost."""
+    if -1 <= x < 1023:
+        return _DECIMALS[x + 1]
+    return str(x)
+
 
 class Termination(enum.Enum):
     """Why a hand ended (RULES.md §10)."""
@@ -1093,19 +1103,32 @@ class GaigelState:
 
     def state_hash(self) -> str:
         """A hash of the full state, stable across processes, platforms and Python versions."""
-        parts: list[object] = [
-            STATE_HASH_FORMAT, self.trump_card, int(self.phase), self.to_act, self.leader, self.forehand, self.tpos, self.face_up,
-            self.trick_no, int(self.strict), -1 if self.opening is None else int(self.opening), self.declarer,
-            self.robbed_by, self.reserved_seat, self.shown_sevens, self.meld_used, self.win_idx,
-            "h", *self.hands, "k", *self.known, "t", *self.trick_cards, "c", *self.side_cards,
-            "m", *self.side_melds, "x", *self.side_tricks, "o", *self.crossed, "s", *self.melded_suits,
-            "w", *self.window, "v", *self.window_over, "d", *self.talon[self.tpos :],
+        d = _decimal
+        parts: list[str] = [
+            STATE_HASH_FORMAT, d(self.trump_card), d(int(self.phase)), d(self.to_act), d(self.leader), d(self.forehand),
+            d(self.tpos), d(self.face_up), d(self.trick_no), d(int(self.strict)),
+            d(-1 if self.opening is None else int(self.opening)), d(self.declarer), d(self.robbed_by),
+            d(self.reserved_seat), d(self.shown_sevens), d(self.meld_used), d(self.win_idx),
         ]  # fmt: skip
+        for name, values in (
+            ("h", self.hands), ("k", self.known), ("t", self.trick_cards), ("c", self.side_cards),
+            ("m", self.side_melds), ("x", self.side_tricks), ("o", self.crossed), ("s", self.melded_suits),
+            ("w", self.window), ("v", self.window_over),
+        ):  # fmt: skip
+            parts.append(name)
+            for v in values:
+                parts.append(d(v))
+        parts.append("d")
+        talon = self.talon
+        for i in range(self.tpos, len(talon)):
+            parts.append(d(talon[i]))
         if self.seven_drawer >= 0:  # (only then, so that every other state hashes as before)
-            parts += ["z", self.seven_drawer]
+            parts += ["z", d(self.seven_drawer)]
         if self._outcome is not None:
-            parts += ["r", self._outcome.termination.value, *self._outcome.winners, *self._outcome.dashes]
-        return hashlib.blake2b(",".join(map(str, parts)).encode("ascii"), digest_size=16).hexdigest()
+            parts += ["r", self._outcome.termination.value]
+            parts += [d(x) for x in self._outcome.winners]
+            parts += [d(x) for x in self._outcome.dashes]
+        return hashlib.blake2b(",".join(parts).encode("ascii"), digest_size=16).hexdigest()
 
     def __str__(self) -> str:
         hands = " | ".join(" ".join(card_code(c) for c in cards_of(h)) for h in self.hands)
