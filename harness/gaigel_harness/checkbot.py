@@ -279,7 +279,7 @@ class ScriptedMatch(pb_grpc.BotServiceServicer):
     def _flush_events(self) -> Iterator[pb.PlayResponse]:
         for ev in self.driver.take_events():
             for routed in self.hev.feed(ev):
-                yield from self._out(event=routed.for_viewer(SEAT))
+                yield from self._out(event=gm.Event.FromString(routed.for_viewer(SEAT)))
 
     def _house_turns(self) -> Iterator[pb.PlayResponse]:
         """Plays the other seat's random decisions up to the candidate's next decision (or the hand's end)."""

@@ -10,16 +10,17 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import Sequence
-from typing import Any
+
+from google.protobuf.message import Message
 
 from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
-from gaigel_server import codec
+from gaigel_server import codec, wire
 from gaigel_server.seat import Seat
 
-Public = tuple[str, Any]
-"""A public message: the WatchMatchResponse field name and its message."""
+Public = tuple[str, bytes]
+"""A public message: the WatchMatchResponse field name and its message, serialized."""
 
 SpectatorQueue = asyncio.Queue[Public | None]
 """What a WatchMatch stream drains; None ends it."""
@@ -37,44 +38,50 @@ class Broadcast:
 
     # --- seats -------------------------------------------------------------------------
 
-    def send(self, seat: int, **message: Any) -> None:
-        """Sends *message* to the session of *seat*, if it still plays this match."""
+    def send(self, seat: int, **message: Message) -> None:
+        """Sends *message* (``kind=message``) to the session of *seat*, if it still plays this match."""
         sess = self.seats[seat].session
         if sess is not None:
             sess.send(**message)
 
-    def announce(self, kind: str, msg: Any) -> None:
+    def announce(self, kind: str, msg: Message) -> None:
         """Sends the same *msg* to every seat and publishes it."""
-        for seat in range(len(self.seats)):
-            self.send(seat, **{kind: msg})
-        self.publish(kind, msg)
+        payload = msg.SerializeToString()
+        for seat in self.seats:
+            sess = seat.session
+            if sess is not None:
+                sess.post(kind, payload)
+        self.publish(kind, payload)
 
     def event(self, routed: codec.Routed) -> None:
         """A game event, as each seat and the public may see it."""
-        for seat in range(len(self.seats)):
-            self.send(seat, event=routed.for_viewer(seat))
+        for seat in self.seats:
+            sess = seat.session
+            if sess is not None:
+                sess.post("event", routed.for_viewer(seat.index))
         self.publish("event", routed.for_viewer(None))
 
     def fault(self, seat: int, hand: int, own: cm.Fault, public: cm.Fault) -> None:
         """A fault of *seat*: the seat reads the detail, everybody else the public form."""
         for s in range(len(self.seats)):
             self.send(s, event=gm.Event(hand_index=hand, fault=own if s == seat else public))
-        self.publish("event", gm.Event(hand_index=hand, fault=public))
+        self.publish("event", gm.Event(hand_index=hand, fault=public).SerializeToString())
 
     # --- spectators --------------------------------------------------------------------
 
-    def publish(self, kind: str, msg: Any) -> None:
-        """Keeps a public message and queues it to every spectator."""
+    def publish(self, kind: str, payload: bytes) -> None:
+        """Keeps a public message (serialized) and queues it to every spectator."""
         if kind == "hand_start":
             self.hand_start_index = len(self.public)
-        self.public.append((kind, msg))
+        item = (kind, payload)
+        self.public.append(item)
         for q in self.spectators:
-            q.put_nowait((kind, msg))
+            q.put_nowait(item)
 
     def watch(self, match: ms.Match, from_start: bool, ended: bool) -> SpectatorQueue:
         """A spectator queue: *match*, then the public messages (all, or of the current hand)."""
         q: SpectatorQueue = asyncio.Queue()
-        q.put_nowait(("match", match))
+        q.put_nowait(("match", match.SerializeToString()))
         for item in self.messages()[0 if from_start else self.hand_start_index :]:
             q.put_nowait(item)
         if ended:
@@ -98,11 +105,10 @@ class Broadcast:
     # --- the public messages of an ended match ------------------------------------------
 
     def pack(self) -> None:
-        """Packs the public messages: length-prefixed WatchMatchResponses, compressed."""
+        """Packs the public messages: kind, length and payload of each, compressed."""
         packed = bytearray()
-        for kind, msg in self.public:
-            data = ms.WatchMatchResponse(**{kind: msg}).SerializeToString()
-            packed += len(data).to_bytes(4, "big") + data
+        for kind, payload in self.public:
+            packed += _KIND_CODE[kind] + len(payload).to_bytes(4, "big") + payload
         self.packed = zlib.compress(packed)
         self.public = []
 
@@ -113,13 +119,23 @@ class Broadcast:
         out: list[Public] = []
         data, i = zlib.decompress(self.packed), 0
         while i < len(data):
-            size = int.from_bytes(data[i : i + 4], "big")
-            resp = ms.WatchMatchResponse.FromString(data[i + 4 : i + 4 + size])
-            kind = resp.WhichOneof("message")
-            assert kind is not None
-            out.append((kind, getattr(resp, kind)))
-            i += 4 + size
+            size = int.from_bytes(data[i + 1 : i + 5], "big")
+            out.append((_KINDS[data[i]], data[i + 5 : i + 5 + size]))
+            i += 5 + size
         return out
 
 
-__all__ = ["Broadcast", "Public", "SpectatorQueue"]
+_KINDS = tuple(f.name for f in ms.WatchMatchResponse.DESCRIPTOR.oneofs_by_name["message"].fields)
+"""The kinds of public message, by their one-byte code in a packed match."""
+_KIND_CODE = {kind: bytes((i,)) for i, kind in enumerate(_KINDS)}
+_TAGS = {kind: wire.tag(ms.WatchMatchResponse, kind) for kind in _KINDS}
+_SEQUENCE = wire.tag(ms.WatchMatchResponse, "sequence")
+
+
+def watch_response(sequence: int, item: Public) -> ms.WatchMatchResponse:
+    """The WatchMatchResponse numbered *sequence* that carries the public message *item*."""
+    kind, payload = item
+    return ms.WatchMatchResponse.FromString(_SEQUENCE + wire.varint(sequence) + wire.field(_TAGS[kind], payload))
+
+
+__all__ = ["Broadcast", "Public", "SpectatorQueue", "watch_response"]

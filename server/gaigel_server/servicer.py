@@ -24,6 +24,7 @@ from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_server import SERVER_VERSION, codec, matches
 from gaigel_server.auth import AuthError, BotRegistry, bearer_token, tokens_equal
+from gaigel_server.broadcast import watch_response
 from gaigel_server.clock import Clock
 from gaigel_server.frontdoor import FrontDoor
 from gaigel_server.guard import Backoff, ByteBudget, PendingStreams, RateLimitedLog, clip
@@ -706,8 +707,7 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
                 if item is None:
                     return
                 seq += 1
-                kind, msg = item
-                yield ms.WatchMatchResponse(sequence=seq, **{kind: msg})
+                yield watch_response(seq, item)
         finally:
             table.unwatch(q)
 

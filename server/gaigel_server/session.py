@@ -18,14 +18,14 @@ import asyncio
 import dataclasses
 import secrets
 import time
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 import grpc
 from google.protobuf.message import Message
 
 from gaigel.match import FaultReason
 from gaigel_api.v1 import bot_service_pb2 as bs
-from gaigel_api.v1 import game_pb2 as gm
+from gaigel_server import wire
 
 
 @dataclasses.dataclass
@@ -115,38 +115,16 @@ class Stream:
 # PlayResponse written by hand around an already serialized message: building a PlayResponse
 # copied the whole message (a DecisionRequest with its observation) only to serialize it once.
 # The bytes are protobuf's own: sequence (field 1) first, then the one message field.
-def _tag(descriptor: Any, name: str) -> bytes:
-    number = descriptor.fields_by_name[name].number
-    assert number < 16, "a one-byte tag"
-    return bytes([number << 3 | 2])  # wire type 2: length-delimited
-
-
 _RESPONSE_TAGS = {
-    f.name: _tag(bs.PlayResponse.DESCRIPTOR, f.name)
-    for f in bs.PlayResponse.DESCRIPTOR.oneofs_by_name["message"].fields
+    f.name: wire.tag(bs.PlayResponse, f.name) for f in bs.PlayResponse.DESCRIPTOR.oneofs_by_name["message"].fields
 }
-_REQUEST_HAND_START = _tag(bs.DecisionRequest.DESCRIPTOR, "hand_start")
-_REQUEST_EVENT = _tag(bs.DecisionRequest.DESCRIPTOR, "events")
-_SEQUENCE_TAG = b"\x08"  # field 1, varint
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _field(tag: bytes, payload: bytes) -> bytes:
-    return tag + _varint(len(payload)) + payload
+_SEQUENCE_TAG = wire.tag(bs.PlayResponse, "sequence")
 
 
 def envelope(sequence: int, kind: str, payload: bytes) -> bytes:
     """The serialized ``PlayResponse(sequence=sequence, <kind>=<message serialized as payload>)``."""
-    head = _SEQUENCE_TAG + _varint(sequence) if sequence else b""  # proto3 leaves out a zero
-    return head + _field(_RESPONSE_TAGS[kind], payload)
+    head = _SEQUENCE_TAG + wire.varint(sequence) if sequence else b""  # proto3 leaves out a zero
+    return head + wire.field(_RESPONSE_TAGS[kind], payload)
 
 
 @dataclasses.dataclass
@@ -193,48 +171,53 @@ class BotSession:
         self.disconnected_at: float | None = None
         self.issued: set[str] = set()  # decision ids of the current (or last) match, kept by its SeatLedger
         self.compact = compact  # Join.compact: kept for the session's life, Resume included
-        self.held_start: gm.HandStart | None = None  # compact: waiting for the next DecisionRequest
-        self.held_events: list[gm.Event] = []
+        self.held_start: bytes | None = None  # compact: a serialized HandStart waiting for the next DecisionRequest
+        self.held_events: list[bytes] = []  # compact: serialized Events, likewise
 
     # --- sending ---------------------------------------------------------------------
 
-    def send(self, **message: object) -> None:
-        """Numbers, buffers and (if a stream is attached) queues one message."""
-        self._send(message, False)
-
-    def send_tracked(self, **message: object) -> Outgoing | None:
-        """Like :meth:`send`, and returns the queued message, whose ``began`` its writer sets (None
-        when no stream is attached): a decision's clock starts when its write began."""
-        return self._send(message, True)
-
-    def _send(self, message: dict[str, object], tracked: bool) -> Outgoing | None:
+    def send(self, **message: Message) -> None:
+        """Numbers, buffers and (if a stream is attached) queues one message, given as ``kind=message``."""
         ((kind, msg),) = message.items()
+        self._post(kind, msg.SerializeToString(), False)
+
+    def post(self, kind: str, payload: bytes) -> None:
+        """:meth:`send` for a message already serialized (*payload*, the PlayResponse field *kind*)."""
+        self._post(kind, payload, False)
+
+    def post_request(self, payload: bytes) -> Outgoing | None:
+        """Posts a serialized DecisionRequest and returns the queued message, whose ``began`` its writer
+        sets (None when no stream is attached): a decision's clock starts when its write began."""
+        return self._post("decision_request", payload, True)
+
+    def _post(self, kind: str, payload: bytes, tracked: bool) -> Outgoing | None:
         if self.compact:
             if kind == "event":
-                self.held_events.append(cast(gm.Event, msg))
+                self.held_events.append(payload)
                 return None
             if kind == "hand_start":
-                self._hold_start(cast(gm.HandStart, msg))
+                self._hold_start(payload)
                 return None
             if kind != "decision_request":
                 self.flush()
             elif self.held_start is not None or self.held_events:
-                return self._emit(kind, self._folded(cast(bs.DecisionRequest, msg)), tracked)
-        return self._emit(kind, cast(Message, msg).SerializeToString(), tracked)
+                payload = self._folded(payload)
+        return self._emit(kind, payload, tracked)
 
-    def _hold_start(self, hand_start: gm.HandStart) -> None:
+    def _hold_start(self, hand_start: bytes) -> None:
         # A HandStart rides before its hand's events: anything held from before goes out first.
         if self.held_start is not None or self.held_events:
             self.flush()
         self.held_start = hand_start
 
-    def _folded(self, request: bs.DecisionRequest) -> bytes:
-        """*request* serialized with the held messages in it (the caller's request is not changed):
-        its fields 1..5, then hand_start (6) and events (7), the order protobuf itself writes."""
-        parts = [request.SerializeToString()]
+    def _folded(self, request: bytes) -> bytes:
+        """The serialized *request* with the held messages in it: its fields 1..5, then hand_start (6)
+        and events (7), the order protobuf itself writes."""
+        parts = [request]
         if self.held_start is not None:
-            parts.append(_field(_REQUEST_HAND_START, self.held_start.SerializeToString()))
-        parts.extend(_field(_REQUEST_EVENT, event.SerializeToString()) for event in self.held_events)
+            parts.append(wire.field(wire.D_HAND_START, self.held_start))
+        field, tag = wire.field, wire.D_EVENT
+        parts.extend([field(tag, event) for event in self.held_events])
         self.held_start, self.held_events = None, []
         return b"".join(parts)
 
@@ -243,9 +226,9 @@ class BotSession:
         start, events = self.held_start, self.held_events
         self.held_start, self.held_events = None, []
         if start is not None:
-            self._emit("hand_start", start.SerializeToString(), False)
+            self._emit("hand_start", start, False)
         for event in events:
-            self._emit("event", event.SerializeToString(), False)
+            self._emit("event", event, False)
 
     def drop_held(self) -> None:
         """Forgets held messages: the match they belong to is over for this session."""
@@ -260,10 +243,11 @@ class BotSession:
             self.buffer = []
         if self.seat is not None:  # Resume exists only within a match: nothing to keep between them
             self.buffer.append((self.sequence, data))
-        if self.stream is None or self.stream.closed:
+        stream = self.stream
+        if stream is None or stream.closed:
             return None
         item = Outgoing(data)
-        self.stream.put(item)
+        stream.put(item)
         return item if tracked else None
 
     def attach(self, stream: Stream, after: int | None = None) -> None:

@@ -40,11 +40,9 @@ from gaigel.match import (
     MatchSpec,
     MatchTermination,
 )
-from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as cm
-from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
-from gaigel_server import codec, views
+from gaigel_server import codec, views, wire
 from gaigel_server.broadcast import Broadcast, SpectatorQueue
 from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
@@ -209,7 +207,7 @@ class Table:
         self.forfeit_side: int | None = None
         self.forfeit: Forfeit | None = None
         self.hand_events: codec.HandEvents | None = None  # routes the engine events of the hand in play
-        self.tricks_cache: list[gm.Trick] = []  # completed tricks of the current hand, as sent in observations
+        self.tricks = wire.TrickCache()  # completed tricks of the current hand, as sent in observations
         self._latencies: dict[int, Histogram] = {}  # seat -> its bot's decision_seconds child, see _latency
         self.log = get_logger(match_id=match_id)
 
@@ -452,10 +450,10 @@ class Table:
     def _hand_started(self, step: HandStarted, driver: MatchDriver) -> None:
         state, k = step.state, step.hand_index
         self.hand_events = codec.HandEvents(self.rules, k, state.talon_size)
-        self.tricks_cache = []
+        self.tricks = wire.TrickCache()
         for seat in range(self.spec.players):
             self.broadcast.send(seat, hand_start=codec.hand_start(state, k, step.dealer, seat))
-        self.broadcast.publish("hand_start", codec.hand_start(state, k, step.dealer, None))
+        self.broadcast.publish("hand_start", codec.hand_start(state, k, step.dealer, None).SerializeToString())
         self._tell_events(driver)  # what happened at the deal (a hand can end there: five Sevens)
 
     def _tell_events(self, driver: MatchDriver) -> None:
@@ -508,19 +506,14 @@ class Table:
         ledger, seat_clock = place.ledger, place.clock
         did = secrets.token_urlsafe(16)
         decision_time, bank = seat_clock.decision_time, seat_clock.bank
-        request = bs.DecisionRequest(
-            decision_id=did,
-            legal_actions=[codec.legal_action(a) for a in legal],
-            time_left=codec.duration(decision_time),
-            bank_left=codec.duration(bank),
-        )
-        codec.observation(req.observation, k, self.tricks_cache, out=request.observation)
+        observation = wire.observation(req.observation, k, self.tricks)
+        request = wire.decision_request(did, wire.legal_actions(legal), observation, decision_time, bank)
         strikes_before = ledger.strikes
         was_connected = sess.connected
         ledger.issue(did, legal, driver.state.why_illegal)
         pending = _Pending(asyncio.get_running_loop(), ledger, seat_clock, time.monotonic())
         self._pending = pending
-        pending.request = sess.send_tracked(decision_request=request)
+        pending.request = sess.post_request(request)
         request_sequence = sess.sequence
         pending.arm()
         try:
@@ -623,7 +616,9 @@ class Table:
         end = views.match_end(self)
         for seat in range(self.spec.players):
             self.broadcast.send(seat, match_end=views.with_faults(end, self.faults[seat]))
-        self.broadcast.publish("match_end", views.with_faults(end, (f for fs in self.faults for f in fs)))
+        self.broadcast.publish(
+            "match_end", views.with_faults(end, (f for fs in self.faults for f in fs)).SerializeToString()
+        )
         self.broadcast.end()
 
     def _compact(self) -> None:
@@ -632,7 +627,7 @@ class Table:
         self.driver = None
         self.hand_events = None
         self.house = {}
-        self.tricks_cache = []
+        self.tricks = wire.TrickCache()
         for place in self.seats:
             place.ledger.compact()
 

@@ -185,13 +185,14 @@ def test_different_answer_to_an_accepted_decision_after_resume_strikes() -> None
 
 
 def test_observation_tricks_cache_gives_the_same_message() -> None:
-    """codec.observation with the per-hand tricks cache equals the one built from scratch, for every seat."""
+    """The observation written with the per-hand tricks cache (one for all seats: tricks are public)
+    equals the one written from scratch, for every seat."""
     import random
 
     from gaigel.match import MatchSpec, hand_setup
     from gaigel.ruleset import preset
     from gaigel.state import GaigelState
-    from gaigel_server import codec
+    from gaigel_server import codec, wire
 
     for name, players in (("default", 2), ("parlett", 4), ("default", 3)):
         rules = preset(name, players)
@@ -200,10 +201,10 @@ def test_observation_tricks_cache_gives_the_same_message() -> None:
         for k in range(4):
             d, _dealer, forehand = hand_setup(spec, k)
             state = GaigelState(rules, d, forehand)
-            cache: list = []
+            cache = wire.TrickCache()
             while not state.is_terminal():
                 for seat in range(players):
                     obs = state.observation(seat)
-                    assert codec.observation(obs, k, cache) == codec.observation(obs, k)
+                    assert wire.observation(obs, k, cache) == wire.observation(obs, k)
                     assert codec.observation(obs, k).forehand_seat == forehand
                 state.apply(rng.choice(state.legal_actions()))

@@ -23,7 +23,7 @@ from gaigel.ruleset import preset
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
-from gaigel_server.broadcast import Broadcast
+from gaigel_server.broadcast import Broadcast, watch_response
 from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
 from gaigel_server.metrics import ServerMetrics
@@ -335,24 +335,31 @@ class TestSeat:
 class TestBroadcast:
     def test_packed_public_messages_read_back_the_same(self) -> None:
         b = Broadcast(_seats())
-        b.publish("hand_start", gm.HandStart(hand_index=0))
-        b.publish("event", gm.Event(hand_index=0))
-        b.publish("hand_start", gm.HandStart(hand_index=1))
+        b.publish("hand_start", gm.HandStart(hand_index=0).SerializeToString())
+        b.publish("event", gm.Event(hand_index=0).SerializeToString())
+        b.publish("hand_start", gm.HandStart(hand_index=1, talon_size=300).SerializeToString())
+        b.publish("match_end", b"")
         before = b.messages()
         b.pack()
         assert b.public == [] and b.packed
         assert b.messages() == before
+        assert [watch_response(i, m) for i, m in enumerate(before, 1)] == [
+            ms.WatchMatchResponse(sequence=1, hand_start=gm.HandStart(hand_index=0)),
+            ms.WatchMatchResponse(sequence=2, event=gm.Event(hand_index=0)),
+            ms.WatchMatchResponse(sequence=3, hand_start=gm.HandStart(hand_index=1, talon_size=300)),
+            ms.WatchMatchResponse(sequence=4, match_end=gm.MatchEnd()),
+        ]
 
     def test_watch_from_the_current_hand_and_end(self) -> None:
         b = Broadcast(_seats())
-        b.publish("hand_start", gm.HandStart(hand_index=0))
-        b.publish("hand_start", gm.HandStart(hand_index=1))
+        b.publish("hand_start", gm.HandStart(hand_index=0).SerializeToString())
+        b.publish("hand_start", gm.HandStart(hand_index=1).SerializeToString())
         q = b.watch(match=ms.Match(match_id="m"), from_start=False, ended=False)
-        assert q.get_nowait() == ("match", ms.Match(match_id="m"))
-        assert q.get_nowait() == ("hand_start", gm.HandStart(hand_index=1))
-        b.publish("event", gm.Event(hand_index=1))
+        assert q.get_nowait() == ("match", ms.Match(match_id="m").SerializeToString())
+        assert q.get_nowait() == ("hand_start", gm.HandStart(hand_index=1).SerializeToString())
+        b.publish("event", gm.Event(hand_index=1).SerializeToString())
         b.end()
-        assert q.get_nowait() == ("event", gm.Event(hand_index=1))
+        assert q.get_nowait() == ("event", gm.Event(hand_index=1).SerializeToString())
         assert q.get_nowait() is None and b.spectators == []
 
     def test_send_skips_a_session_that_plays_another_table(self) -> None:
