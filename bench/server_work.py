@@ -27,9 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from gaigel.match import DecisionRequest, HandEnded, HandStarted, MatchDriver, MatchSpec
 from gaigel.ruleset import preset
-from gaigel_api.v1 import bot_service_pb2 as bs
-from gaigel_api.v1 import game_pb2 as gm
-from gaigel_server import codec
+from gaigel_server import codec, wire
 from gaigel_server.broadcast import Broadcast
 from gaigel_server.clock import Clock
 from gaigel_server.metrics import ServerMetrics
@@ -68,7 +66,7 @@ def play(players: int, hands: int, seed: int, compact: bool, t: Timer) -> int:
         seats[s].bind(joined)
     driver = MatchDriver(spec, events=True)
     hev: codec.HandEvents | None = None
-    tricks: list[gm.Trick] = []
+    tricks = wire.TrickCache()
     decisions = 0
     answered = metrics.decided["answered"]
     latency = [metrics.decision_seconds.labels(f"b{s}") for s in range(players)]
@@ -78,17 +76,15 @@ def play(players: int, hands: int, seed: int, compact: bool, t: Timer) -> int:
             decisions += 1
             sess = seats[step.seat].session
             assert sess is not None
-            with t("DecisionRequest build"):
-                request = bs.DecisionRequest(
-                    decision_id=secrets.token_urlsafe(16),
-                    legal_actions=[codec.legal_action(a) for a in step.legal_actions],
-                    time_left=codec.duration(1.0),
-                    bank_left=codec.duration(5.0),
-                )
-            with t("observation (codec)"):
-                codec.observation(step.observation, step.hand_index, tricks, out=request.observation)
+            with t("observation (engine)"):
+                obs = step.observation
+            with t("observation (wire)"):
+                observation = wire.observation(obs, step.hand_index, tricks)
+            with t("DecisionRequest (wire)"):
+                legal = wire.legal_actions(step.legal_actions)
+                request = wire.decision_request(secrets.token_urlsafe(16), legal, observation, 1.0, 5.0)
             with t("session send (request)"):
-                sess.send(decision_request=request)
+                sess.post_request(request)
             with t("driver step (apply, hash, record)"):
                 driver.decide(step.legal_actions[0], 0.001, ())
             with t("metrics"):
@@ -103,7 +99,7 @@ def play(players: int, hands: int, seed: int, compact: bool, t: Timer) -> int:
                         broadcast.event(routed)
         elif isinstance(step, HandStarted):
             hev = codec.HandEvents(rules, step.hand_index, step.state.talon_size)
-            tricks = []
+            tricks = wire.TrickCache()
             with t("hand start"):
                 for s in range(players):
                     broadcast.send(s, hand_start=codec.hand_start(step.state, step.hand_index, step.dealer, s))

@@ -186,7 +186,7 @@ def _build(
     st.reserved_seat = -1 if obs.rob_reserved_seat is None else obs.rob_reserved_seat
     st.shown_sevens = 0
     st.seven_drawer = -1  # who drew which card is not observed
-    st.tricks = [(t.leader, t.cards, t.winner) for t in obs.tricks]
+    st.tricks = list(obs.tricks)
     st.melds = [(m.seat, m.suit, m.double, m.cards, m.points) for m in obs.melds]
     st.history = []
     st._outcome = None

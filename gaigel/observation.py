@@ -10,7 +10,7 @@ face-down trick-1 card is shown only to its owner until the trick is complete.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gaigel._pickling import reduce_through_constructor
 from gaigel.cards import CardId, card_code, cards_of
@@ -20,16 +20,14 @@ if TYPE_CHECKING:
     from gaigel.state import GaigelState, HandOutcome
 
 
-@dataclasses.dataclass(frozen=True)
-class TrickView:
-    """A completed trick: who led, the cards in playing order, who won it."""
+class TrickView(NamedTuple):
+    """A completed trick: who led, the cards in playing order, who won it. A tuple, so that the
+    state keeps its tricks as these and an observation shares them instead of building one
+    per trick each time (that was a third of an observation's cost late in a hand)."""
 
     leader: int
     cards: tuple[CardId, ...]
     winner: int
-
-    def __reduce__(self) -> tuple[type[Any], tuple[object, ...]]:
-        return reduce_through_constructor(self)  # (compiled frozen dataclasses need it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +188,7 @@ def observe(state: GaigelState, seat: int) -> Observation:
         dissle_declarer=state.declarer if state.declarer >= 0 else None,
         trick_leader=state.leader,
         current_trick=tuple(current),
-        tricks=tuple(TrickView(leader, cards, winner) for leader, cards, winner in state.tricks),
+        tricks=tuple(state.tricks),
         tricks_won=tuple(state.side_tricks),
         melds=tuple(MeldView(*m) for m in state.melds),
         robbed_by=state.robbed_by if state.robbed_by >= 0 else None,

@@ -57,6 +57,7 @@ from gaigel.events import (
     SevenShown,
     TrickTaken,
 )
+from gaigel.observation import TrickView
 from gaigel.phase import Phase
 from gaigel.ruleset import Opening, Ruleset
 
@@ -383,7 +384,7 @@ class GaigelState:
         self.reserved_seat = -1
         self.shown_sevens = 0
         self.seven_drawer = -1
-        self.tricks: list[tuple[int, tuple[CardId, ...], int]] = []
+        self.tricks: list[TrickView] = []
         self.melds: list[tuple[int, int, bool, tuple[CardId, ...], int]] = []
         self.history: list[int] = []
         self._outcome: HandOutcome | None = None
@@ -874,7 +875,7 @@ class GaigelState:
         self.side_cards[side] = self.side_cards[side] + points
         self.side_tricks[side] = self.side_tricks[side] + 1
         cards = tuple(tc)
-        self.tricks.append((self.leader, cards, winner))
+        self.tricks.append(TrickView(self.leader, cards, winner))
         if self.events is not None:
             self.events.append(TrickTaken(self.leader, cards, winner, points))
         self.trick_cards = []
