@@ -393,7 +393,9 @@ class MatchDriver:
         self._request = None
         self.step += 1
         if self.writer is not None:
-            self.writer.action(request.seat, action, seconds, state.state_hash(), tuple(str(f) for f in flags))
+            self.writer.action(
+                request.seat, action, seconds, state.state_hash(), tuple([str(f) for f in flags]) if flags else ()
+            )
 
     def _checked(self, request: DecisionRequest, action: object) -> int:
         """The plain id of a legal *action* that is an int subclass; raises for anything else (off the hot path)."""

@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gaigel.actions import action_label
+from gaigel.actions import NUM_ACTIONS, action_label
 from gaigel.botseed import LOCAL_MATCH_KEY, bot_seeds
 from gaigel.deal import DEAL_FORMAT, Deal
 from gaigel.ruleset import Ruleset, RulesetError
@@ -27,6 +27,9 @@ RECORD_FORMAT = "gaigel-match-record"
 RECORD_VERSION = 1
 PROTOCOL_VERSION = "gaigel.v1"
 """The protocol package whose action ids a record uses (gaigel_api.PROTOCOL_PACKAGE; tests check they agree)."""
+
+_LABELS = tuple(action_label(a) for a in range(NUM_ACTIONS))
+"""Each action's label, spelled once: a record writes one per action applied."""
 
 
 class RecordError(ValueError):
@@ -91,7 +94,7 @@ class RecordWriter:
         entry: dict[str, Any] = {
             "seat": seat,
             "action": action,
-            "label": action_label(action),
+            "label": _LABELS[action] if 0 <= action < NUM_ACTIONS else action_label(action),
             "ms": round(seconds * 1000, 3),
             "hash": state_hash,
         }

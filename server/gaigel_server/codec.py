@@ -130,7 +130,7 @@ def hand_start(state: GaigelState, hand_index: int, dealer: int, viewer: int | N
     return out
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Routed:
     """A serialized Event; for one with a hidden card, the seat that alone may see it (*owner*)
     and the event as every other viewer gets it (*hidden*, the card left out)."""

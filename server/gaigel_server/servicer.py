@@ -392,7 +392,8 @@ class BotServicer:
             async for raw in it:
                 if stream.closed:
                     return
-                await stream.writable(BACKLOG_HIGH, BACKLOG_HIGH_BYTES)
+                if stream.backlogged(BACKLOG_HIGH, BACKLOG_HIGH_BYTES):
+                    await stream.writable(BACKLOG_HIGH, BACKLOG_HIGH_BYTES)
                 pause = budget.delay(len(raw))
                 if pause:
                     await asyncio.sleep(pause)
@@ -407,19 +408,19 @@ class BotServicer:
                     return
                 kind = req.WhichOneof("message")
                 if kind == "action":
-                    if not req.action.decision_id:
+                    action = req.action
+                    did = action.decision_id
+                    if not did:
                         fail(
                             grpc.StatusCode.INVALID_ARGUMENT,
                             FaultReason.MALFORMED_MESSAGE,
                             "Action.decision_id is required",
                         )
                         return
-                    if len(req.action.decision_id) > MAX_DECISION_ID:
-                        _reject_long_id(session, req.action)
+                    if len(did) > MAX_DECISION_ID:
+                        _reject_long_id(session, action)
                         continue
-                    answer = Answer(
-                        req.action.decision_id, req.action.action_id, time.monotonic(), req.action.time_capped
-                    )
+                    answer = Answer(did, action.action_id, time.monotonic(), action.time_capped)
                     seat = session.seat
                     if seat is not None and seat.running:
                         seat.act(answer)

@@ -94,10 +94,14 @@ class Stream:
         else:
             self.queue.put_nowait(Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason))
 
+    def backlogged(self, high: int, high_bytes: int) -> bool:
+        """Whether *high* messages or *high_bytes* bytes (or more) wait to be written."""
+        return self.queue.qsize() >= high or self.queued_bytes >= high_bytes
+
     async def writable(self, high: int, high_bytes: int) -> None:
         """Returns once fewer than *high* messages and *high_bytes* bytes wait to be written
         (backpressure on the reader)."""
-        while (self.queue.qsize() >= high or self.queued_bytes >= high_bytes) and not self.closed:
+        while self.backlogged(high, high_bytes) and not self.closed:
             self._drained.clear()
             await self._drained.wait()
 
@@ -127,7 +131,7 @@ def envelope(sequence: int, kind: str, payload: bytes) -> bytes:
     return head + wire.field(_RESPONSE_TAGS[kind], payload)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Answer:
     """An Action received from a bot, stamped when it was read."""
 
