@@ -415,8 +415,8 @@ class Table:
         return [s for s in released if s is not None]
 
     # --- the match loop ------------------------------------------------------------------
-    # _play steps the driver; _decide asks the seat to act: a house bot in process, or a remote
-    # seat through its ledger (issue, verdicts) and clock (deadline, bank).
+    # _play steps the driver and asks each seat to act: a house bot in process (_house_decide), or a
+    # remote seat through its ledger (issue, verdicts) and clock (deadline, bank) (_remote_decide).
 
     async def _play(self) -> None:
         driver = self.driver
@@ -428,10 +428,21 @@ class Table:
         self.log.info("match_start", players=self.spec.players, hands=self.spec.hands, bots=list(self.spec.bots))
         while not self._forfeited(driver):
             step = driver.next()
-            if isinstance(step, DecisionRequest):
-                decided = await self._decide(step)
-                if decided is None:
+            if type(step) is DecisionRequest:
+                if self.forfeit_side is not None:
                     return  # a side forfeited: _finish aborts the hand
+                bot = self.house.get(step.seat)
+                if bot is None:
+                    self._house_run = 0  # a remote decision waits for its answer: others run meanwhile
+                    decided = await self._remote_decide(step)
+                    if decided is None:
+                        return
+                else:
+                    self._house_run += 1
+                    if self._house_run >= HOUSE_RUN:
+                        self._house_run = 0
+                        await asyncio.sleep(0)  # let other tables and streams run
+                    decided = self._house_decide(bot, step)
                 driver.decide(*decided)
                 self._tell_events(driver)
             elif isinstance(step, HandStarted):
@@ -476,25 +487,15 @@ class Table:
             points=list(outcome.points),
         )
 
-    async def _decide(self, request: DecisionRequest) -> Decided | None:
-        if self.forfeit_side is not None:
-            return None
-        seat = request.seat
-        bot = self.house.get(seat)
-        if bot is not None:
-            self._house_run += 1
-            if self._house_run >= HOUSE_RUN:
-                self._house_run = 0
-                await asyncio.sleep(0)  # let other tables and streams run
-            started = time.perf_counter()
-            action = bot.decide(request)
-            used = time.perf_counter() - started
-            if action not in request.legal_actions:
-                raise RuntimeError(f"house bot {self.seat_bot(seat)} chose illegal action {action}")
-            self.metrics.decided["house"].inc()
-            return action, used, (DecisionFlag.TIME_CAPPED,) if getattr(bot, "time_capped", False) else ()
-        self._house_run = 0  # a remote decision waits for its answer: others run meanwhile
-        return await self._remote_decide(request)
+    def _house_decide(self, bot: Bot, request: DecisionRequest) -> Decided:
+        """A house bot decides in process (no coroutine: most decisions of a match with house seats are theirs)."""
+        started = time.perf_counter()
+        action = bot.decide(request)
+        used = time.perf_counter() - started
+        if action not in request.legal_actions:
+            raise RuntimeError(f"house bot {self.seat_bot(request.seat)} chose illegal action {action}")
+        self.metrics.decided["house"].inc()
+        return action, used, (DecisionFlag.TIME_CAPPED,) if getattr(bot, "time_capped", False) else ()
 
     async def _remote_decide(self, req: DecisionRequest) -> Decided | None:
         seat, k, legal = req.seat, req.hand_index, list(req.legal_actions)
