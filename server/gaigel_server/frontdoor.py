@@ -123,16 +123,24 @@ def _grpc_peer(address: Any) -> str:
 
 class _Scanner:
     """Walks the frame headers of one direction of an HTTP/2 connection, payloads skipped but
-    for the 4-byte error code of RST_STREAM, which *on_frame* gets as its last argument (else 0)."""
+    for the 4-byte error code of RST_STREAM, which *on_frame* gets as its last argument (else 0).
 
-    __slots__ = ("_code", "_frame", "_head", "_on_frame", "_skip")
+    With *marks* (a link's stream states and this direction's bit) a DATA frame sets the bit of
+    its stream in place and only HEADERS and RST_STREAM reach *on_frame*: DATA and the
+    connection's housekeeping frames (WINDOW_UPDATE, PING, SETTINGS) are most frames, and a
+    call per frame was most of the relay's Python."""
 
-    def __init__(self, on_frame: Callable[[int, int, int, int], None] | None) -> None:
+    __slots__ = ("_code", "_frame", "_head", "_marks", "_on_frame", "_skip")
+
+    def __init__(
+        self, on_frame: Callable[[int, int, int, int], None] | None, marks: tuple[dict[int, int], int] | None = None
+    ) -> None:
         self._head = b""
         self._skip = 0
         self._code: bytes | None = None  # the RST_STREAM payload read so far
         self._frame = (0, 0, 0)
         self._on_frame = on_frame
+        self._marks = marks
 
     @property
     def at_boundary(self) -> bool:
@@ -151,6 +159,7 @@ class _Scanner:
 
     def feed(self, data: bytes) -> None:
         i, n = 0, len(data)
+        marks = self._marks
         while i < n:
             if self._skip:
                 step = min(self._skip, n - i)
@@ -169,9 +178,18 @@ class _Scanner:
             self._head = b""
             i += need
             size = int.from_bytes(head[0:3], "big")
-            self._frame = (head[3], head[4], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF)
+            kind = head[3]
             self._skip = size
-            if head[3] == RST_STREAM and size == 4:
+            if marks is not None and kind != HEADERS and kind != RST_STREAM:
+                if kind == DATA:
+                    states, bit = marks
+                    stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+                    state = states.get(stream)
+                    if state is not None and not state & bit:
+                        states[stream] = state | bit
+                continue
+            self._frame = (kind, head[4], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF)
+            if kind == RST_STREAM and size == 4:
                 self._code = b""  # reported once its payload is in
             else:
                 self._report(0)
@@ -243,8 +261,8 @@ class _Link(asyncio.Protocol):
         self.ending = False
         self.code = NO_ERROR
         self.closed = False
-        self.up = _Scanner(self._client_frame)
-        self.down = _Scanner(self._server_frame)
+        self.up = _Scanner(self._client_frame, (self.streams, SPOKEN))
+        self.down = _Scanner(self._server_frame, (self.streams, ANSWERED))
 
     # --- client side ---------------------------------------------------------------------
 
@@ -300,10 +318,8 @@ class _Link(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _client_frame(self, kind: int, flags: int, stream: int, code: int) -> None:
-        if kind == DATA:
-            if stream in self.streams:
-                self.streams[stream] |= SPOKEN
-        elif kind == HEADERS:
+        # DATA frames are marked SPOKEN by the scanner itself (see _Scanner's marks).
+        if kind == HEADERS:
             if stream > self.last_stream:
                 self.last_stream = stream
                 self.streams[stream] = SPOKEN if flags & END_STREAM else 0
@@ -326,10 +342,8 @@ class _Link(asyncio.Protocol):
         # error. A session that got its Welcome, a unary call, a Join refused (its client spoke:
         # that is the refusal log's and the token back-off's business), a stream the client
         # reset: never churn. So a refused bot on a shared address never locks out its neighbours.
-        if kind == DATA:
-            if stream in self.streams:
-                self.streams[stream] |= ANSWERED
-        elif kind == HEADERS:
+        # DATA frames are marked ANSWERED by the scanner itself (see _Scanner's marks).
+        if kind == HEADERS:
             if flags & END_STREAM and self.streams.pop(stream, ANSWERED) == 0:
                 self.door.churned(self)
         elif kind == RST_STREAM and (self.streams.pop(stream, ANSWERED) == 0 or code == REFUSED_STREAM):

@@ -365,3 +365,24 @@ def test_a_60_kb_name_is_refused_as_unauthenticated_with_a_short_message() -> No
                 assert len(e.details() or "") < 300 and "(60000 characters)" in (e.details() or "")
 
     run(scenario())
+
+
+def test_scanner_with_marks_sets_data_bits_in_place_and_reports_only_headers_and_resets() -> None:
+    # The relay's fast path: DATA marks its stream (if followed) without a call; WINDOW_UPDATE,
+    # PING and SETTINGS are skipped; HEADERS and RST_STREAM still reach the link.
+    frames = (
+        _frame(0x1, 0x4, 1, b"abc")
+        + _frame(0x0, 0x0, 1, b"x" * 40)
+        + _frame(0x8, 0, 0, b"\x00\x00\x10\x00")
+        + _frame(0x6, 0, 0, b"p" * 8)
+        + _frame(0x0, 0x0, 5, b"y")  # a stream the link does not follow: left alone
+        + _frame(0x3, 0, 3, b"\x00\x00\x00\x08")
+    )
+    for cut in range(1, len(frames)):
+        seen: list[tuple[int, int, int, int]] = []
+        states = {1: 0, 3: 0}
+        scanner = _Scanner(lambda k, f, s, c: seen.append((k, f, s, c)), (states, 2))  # noqa: B023
+        scanner.feed(frames[:cut])
+        scanner.feed(frames[cut:])
+        assert seen == [(0x1, 0x4, 1, 0), (0x3, 0, 3, 8)], cut
+        assert states == {1: 2, 3: 0} and scanner.at_boundary, cut
