@@ -431,8 +431,8 @@ class Table:
             if type(step) is DecisionRequest:
                 if self.forfeit_side is not None:
                     return  # a side forfeited: _finish aborts the hand
-                bot = self.house.get(step.seat)
-                if bot is None:
+                house_bot = self.house.get(step.seat)
+                if house_bot is None:
                     self._house_run = 0  # a remote decision waits for its answer: others run meanwhile
                     decided = await self._remote_decide(step)
                     if decided is None:
@@ -442,7 +442,7 @@ class Table:
                     if self._house_run >= HOUSE_RUN:
                         self._house_run = 0
                         await asyncio.sleep(0)  # let other tables and streams run
-                    decided = self._house_decide(bot, step)
+                    decided = self._house_decide(house_bot, step)
                 driver.decide(*decided)
                 self._tell_events(driver)
             elif isinstance(step, HandStarted):
