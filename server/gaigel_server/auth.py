@@ -86,6 +86,11 @@ class BotRegistry:
         self._tokens[name] = token
         return token
 
+    def set(self, name: str, token: str) -> None:
+        """Registers *name* with a token issued elsewhere (the front of ``gaigel serve --processes``)."""
+        check_bot_name(name)
+        self._tokens[name] = token
+
     def unregister(self, name: str) -> bool:
         """Forgets *name* and revokes its token; False if it was not registered."""
         return self._tokens.pop(name, None) is not None

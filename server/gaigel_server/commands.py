@@ -83,6 +83,15 @@ def register(sub: Any) -> None:
         help="the event loop: asyncio's own, or uvloop (pip install uvloop) (default %(default)s)",
     )
     p.add_argument(
+        "--processes",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="play tables in N processes behind one front process that routes each connection "
+        "(a table's seats all reach its process; metrics of process k on --metrics-port + 1 + k) "
+        "(default %(default)s: one process does everything)",
+    )
+    p.add_argument(
         "--join-timeout",
         type=seconds_arg,
         default=1.0,
@@ -240,6 +249,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         clock=clock_from_args(args),
         watch_without_token=args.watch_without_token,
     )
+    if args.processes > 1:
+        if not args.front_door:
+            raise CliError("--processes needs the front door (it routes each connection): drop --no-front-door")
+        if args.address.startswith("unix"):
+            raise CliError("--processes needs a TCP --address (the front door routes TCP connections)")
+        from gaigel_server.cluster import serve_processes
+
+        try:
+            with asyncio.Runner(loop_factory=new_loop) as runner:
+                return runner.run(
+                    serve_processes(
+                        args.address, config, args.processes, grace=args.grace, log_level=args.log_level, loop=args.loop
+                    )
+                )
+        except ValueError as e:
+            raise CliError(str(e)) from None
     try:
         with asyncio.Runner(loop_factory=new_loop) as runner:
             return runner.run(serve(args.address, config, grace=args.grace))

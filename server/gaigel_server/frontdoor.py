@@ -26,7 +26,10 @@ grpc's own port is on loopback: local processes can reach it (as they can the ar
 port for its own bots), so the door's limits are against clients on the network.
 
 Only frame headers (9 bytes) are read, in both directions, so the relay knows frame boundaries
-(GOAWAY may only go between frames); payloads are never parsed or copied apart. With TLS the
+(GOAWAY may only go between frames); payloads are never parsed or copied apart, but for the
+first call of a connection when the door routes (``gaigel serve --processes``, see
+:mod:`gaigel_server.firstcall`): then each connection goes to the process its first call
+names, and :meth:`FrontDoor.drain` tells a client to take its next calls to a new connection. With TLS the
 door terminates it (ALPN ``h2``) and relays plaintext to grpc. ``unix:`` listeners bypass the
 door: only processes that can open the socket file reach them.
 """
@@ -44,6 +47,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, cast
 
+from gaigel_server.firstcall import SERVER_SETTINGS, FirstCall, FirstCallReader
 from gaigel_server.guard import Backoff, TokenBucket
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -100,6 +104,9 @@ class DoorLimits:
     (open connections are not touched), so GOAWAY cannot be answered by reconnecting at once."""
     refusing_for: float = 5.0
     """Seconds :meth:`FrontDoor.refusing` stays true after the last connection refused at the global cap."""
+    first_call_timeout: float = 5.0
+    """With routing (``gaigel serve --processes``): seconds a connection may stay without its
+    first call before it gets GOAWAY (as grpc's own idle timeout would)."""
 
 
 def peer_key(host: str) -> str:
@@ -217,6 +224,10 @@ def goaway(last_stream: int, code: int) -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((GOAWAY, 0)) + (0).to_bytes(4, "big") + payload
 
 
+DRAIN = goaway(0x7FFFFFFF, NO_ERROR)
+"""The first GOAWAY of a graceful shutdown (RFC 9113, 6.8): every stream opened so far goes on."""
+
+
 class _Backend(asyncio.Protocol):
     """The door's connection to grpc: bytes from grpc go to the client."""
 
@@ -248,6 +259,11 @@ class _Link(asyncio.Protocol):
         self.door = door
         self.transport: asyncio.Transport | None = None
         self.backend: _Backend | None = None
+        self.first = FirstCallReader() if door.route is not None else None
+        """The first call, while the door reads it to choose a process (routing only)."""
+        self.target = door.backend
+        self.draining = False
+        self.drain_pending = False  # GOAWAY to be sent at the next frame boundary towards the client
         self.key = key
         self.peer = peer
         self.backend_port = 0
@@ -270,7 +286,8 @@ class _Link(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # a stream transport (uvloop's are not subclasses)
         self.door.links.add(self)
         self.transport.set_write_buffer_limits(HIGH_WATER)
-        self.door.connect(self)
+        if self.first is None:
+            self.door.connect(self)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -287,7 +304,15 @@ class _Link(asyncio.Protocol):
             self.preface_done = True
             data, rest = self.preface, self.preface[len(PREFACE) :]
             self.preface = b""
+            if self.first is not None:
+                assert self.transport is not None
+                self.transport.write(SERVER_SETTINGS)
+                self._read_first(rest)
+                return
             self.up.feed(rest)
+        elif self.first is not None:
+            self._read_first(data)
+            return
         else:
             self.up.feed(data)
         if self.ending:
@@ -297,6 +322,24 @@ class _Link(asyncio.Protocol):
             self.early.append(data)
         else:
             backend.transport.write(data)
+
+    def _read_first(self, data: bytes) -> None:
+        """Routing: holds the client's bytes until the first call says which process gets them."""
+        first = self.first
+        assert first is not None
+        first.feed(data)
+        if first.error:
+            self.door.count("unreadable_first_call")
+            self.close()
+            return
+        if not first.done:
+            return
+        self.first = None
+        held = first.held()
+        self.up.feed(held)
+        self.early.append(PREFACE + held)
+        assert first.call is not None
+        self.door.connect(self, first.call)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close()
@@ -359,7 +402,7 @@ class _Link(asyncio.Protocol):
             return
         sock = backend.transport.get_extra_info("socket")
         self.backend_port = sock.getsockname()[1] if sock is not None else 0
-        self.door.by_port[self.backend_port] = self
+        self.door.by_port[self.target[1], self.backend_port] = self
         for chunk in self.early:
             backend.transport.write(chunk)
         self.early.clear()
@@ -375,8 +418,28 @@ class _Link(asyncio.Protocol):
             if self.down.at_boundary:
                 self._finish()
             return
+        if self.drain_pending:
+            cut = self.down.to_boundary(data)
+            self.transport.write(data[:cut])
+            self.down.feed(data[:cut])
+            if not self.down.at_boundary:
+                return
+            self.drain_pending = False
+            self.transport.write(DRAIN)
+            data = data[cut:]
         self.down.feed(data)
         self.transport.write(data)
+
+    def drain(self) -> None:
+        """GOAWAY (all streams kept) to the client at the next frame boundary: its open streams
+        go on, its next calls open a new connection, which the door routes afresh."""
+        if self.draining or self.ending or self.closed or self.transport is None:
+            return
+        self.draining = True
+        if self.down.at_boundary:
+            self.transport.write(DRAIN)
+        else:
+            self.drain_pending = True
 
     # --- ending --------------------------------------------------------------------------
 
@@ -413,7 +476,10 @@ class _Link(asyncio.Protocol):
 
 
 class FrontDoor:
-    """Accepts the server's TCP connections and relays them to grpc on *backend* (host, port)."""
+    """Accepts the server's TCP connections and relays them to grpc on *backend* (host, port).
+
+    With *route*, each connection goes where *route* sends its first call instead
+    (``gaigel serve --processes``)."""
 
     def __init__(
         self,
@@ -422,7 +488,9 @@ class FrontDoor:
         limits: DoorLimits | None = None,
         tls: ssl.SSLContext | None = None,
         count: Callable[[str], None] = lambda reason: None,
+        route: Callable[[FirstCall], tuple[str, int]] | None = None,
     ) -> None:
+        self.route = route
         self.count = count
         """Called with the reason of each connection refused or ended (for a metric)."""
         self.sock = sock
@@ -431,7 +499,8 @@ class FrontDoor:
         self.tls = tls
         self.links: set[_Link] = set()
         self.per_peer: dict[str, int] = {}
-        self.by_port: dict[int, _Link] = {}
+        self.by_port: dict[tuple[int, int], _Link] = {}
+        """Links by (grpc's port, the door's port towards it): what grpc sees as the peer."""
         self.held = 0
         """Connections admitted and not yet closed (a TLS handshake in progress included)."""
         self.refused_global = 0
@@ -547,13 +616,16 @@ class FrontDoor:
         else:
             self.per_peer.pop(key, None)
 
-    def connect(self, link: _Link) -> None:
+    def connect(self, link: _Link, call: FirstCall | None = None) -> None:
+        """Connects *link* to grpc: the door's own backend, or where :attr:`route` sends *call*."""
+        if call is not None and self.route is not None:
+            link.target = self.route(call)
         asyncio.get_running_loop().create_task(self._connect(link))
 
     async def _connect(self, link: _Link) -> None:
         loop = asyncio.get_running_loop()
         try:
-            await loop.create_connection(lambda: _Backend(link), *self.backend)
+            await loop.create_connection(lambda: _Backend(link), *link.target)
         except OSError:
             link.close()
             return
@@ -563,12 +635,23 @@ class FrontDoor:
         if link in self.links:
             self.links.discard(link)
             self._release(link.key)
-        if self.by_port.get(link.backend_port) is link:
-            del self.by_port[link.backend_port]
+        key = (link.target[1], link.backend_port)
+        if self.by_port.get(key) is link:
+            del self.by_port[key]
 
-    def _link_of(self, grpc_peer: str) -> _Link | None:
+    def _link_of(self, grpc_peer: str, backend_port: int | None = None) -> _Link | None:
         _, _, port = grpc_peer.rpartition(":")
-        return self.by_port.get(int(port)) if port.isdigit() else None
+        key = (self.backend[1] if backend_port is None else backend_port, int(port) if port.isdigit() else -1)
+        return self.by_port.get(key)
+
+    def drain(self, backend_port: int, grpc_peer: str) -> bool:
+        """Sends the client behind *grpc_peer* of grpc on *backend_port* a GOAWAY that keeps its
+        open streams (:meth:`_Link.drain`); False if unknown."""
+        link = self._link_of(grpc_peer, backend_port)
+        if link is None:
+            return False
+        link.drain()
+        return True
 
     def peer(self, grpc_peer: str) -> str:
         """The client address behind grpc's *grpc_peer*; *grpc_peer* itself if it did not come through the door."""
@@ -606,11 +689,17 @@ class FrontDoor:
         """Closes connections that have not sent the preface in time (slowloris before HTTP/2)."""
         while True:
             await asyncio.sleep(min(0.5, self.limits.preface_timeout / 2))
-            limit = time.monotonic() - self.limits.preface_timeout
+            now = time.monotonic()
+            limit = now - self.limits.preface_timeout
             for link in [k for k in self.links if not k.preface_done and k.opened < limit]:
                 self.preface_timeouts += 1
                 self.count("preface_timeout")
                 link.close()
+            if self.route is not None:
+                limit = now - self.limits.first_call_timeout
+                for link in [k for k in self.links if k.preface_done and k.first is not None and k.opened < limit]:
+                    self.count("no_first_call")
+                    link.end(NO_ERROR)
 
 
 def tls_context(cert: bytes, key: bytes) -> ssl.SSLContext:

@@ -86,7 +86,8 @@ class ServerMetrics:
             "gaigel_connections_refused_total",
             "TCP connections the front door refused or ended: global_cap, peer_cap, connect_rate, churn, "
             "preface_timeout, "
-            "rapid_reset (GOAWAY) or ended (a token past its session limit, GOAWAY).",
+            "rapid_reset (GOAWAY) or ended (a token past its session limit, GOAWAY); with --processes also "
+            "no_first_call (GOAWAY) and unreadable_first_call.",
             ["reason"],
             registry=registry,
         )
@@ -110,7 +111,17 @@ class ServerMetrics:
             self.matches.labels(t)
         for r in ("accepted", "rejected"):
             self.sessions.labels(r)
-        for r in ("global_cap", "peer_cap", "connect_rate", "churn", "preface_timeout", "rapid_reset", "ended"):
+        for r in (
+            "global_cap",
+            "peer_cap",
+            "connect_rate",
+            "churn",
+            "preface_timeout",
+            "rapid_reset",
+            "ended",
+            "no_first_call",
+            "unreadable_first_call",
+        ):
             self.connections_refused.labels(r)
 
     def bot(self, name: str) -> Histogram:

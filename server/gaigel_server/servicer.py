@@ -358,7 +358,7 @@ class BotServicer:
                 f"SESSION_LIMIT: bot {name!r} keeps opening sessions past its limit of "
                 f"{self.lobby.max_sessions_per_bot}; new ones are refused for {wait:.1f} s more",
             )
-        session = BotSession(name, clip(join.bot_version, MAX_VERSION), compact=join.compact)
+        session = BotSession(name, clip(join.bot_version, MAX_VERSION), compact=join.compact, peer=context.peer() or "")
         try:
             self.lobby.add_session(session)
         except ServiceError:

@@ -161,8 +161,9 @@ class BoundSeat(Protocol):
 class BotSession:
     """One bot session: plays the matches it is assigned, one at a time."""
 
-    def __init__(self, bot_name: str, bot_version: str, compact: bool = False) -> None:
+    def __init__(self, bot_name: str, bot_version: str, compact: bool = False, peer: str = "") -> None:
         self.session_id = secrets.token_hex(8)
+        self.peer = peer  # grpc's peer of the Join's stream (--processes: which connection to drain)
         self.bot_name = bot_name
         self.bot_version = bot_version
         self.sequence = 0

@@ -1,0 +1,479 @@
+"""``gaigel serve --processes N``: one front process and N table processes.
+
+The front owns the public address: its front door (the same per-peer limits as one process)
+reads each new connection's first call and relays the connection to one process for its whole
+life (:mod:`gaigel_server.firstcall`): a bot's Join to the process that waits for that bot
+(else the least loaded), a Resume to its match's process, anything else (MatchService, health,
+reflection) to the front's own grpc, which forwards MatchService calls to the table processes.
+Each table process (:mod:`gaigel_server.worker`) is an ordinary server on a loopback port with
+its own lobby; a table plays where it was placed (:mod:`gaigel_server.placement`), and an idle
+session another process needs is moved: GOAWAY on its connection (its open streams go on), then
+its stream ends with UNAVAILABLE (MOVED) and the bot, as every kit does, joins again on a new
+connection, which the door routes to the table's process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry, start_http_server
+
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_server import placement
+from gaigel_server.auth import bearer_token, new_token, tokens_equal
+from gaigel_server.firstcall import FirstCall
+from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
+from gaigel_server.logging import get_logger
+from gaigel_server.metrics import ServerMetrics
+from gaigel_server.server import SERVICE_NAMES, ServerConfig, connection_limit, listen_socket
+from gaigel_server.worker import SERVICE, config_to_json
+
+MATCH_SERVICE = "gaigel.v1.MatchService"
+EXPECT_SECONDS = 10.0
+"""Seconds a process waits for a moved (or wanted) bot's Join before the plan is made again."""
+MAX_OWNERS = 1_000_000
+"""Match ids whose process the front remembers (the oldest beyond are asked of every process)."""
+
+
+@dataclasses.dataclass
+class Worker:
+    """One table process as the front sees it."""
+
+    index: int
+    process: asyncio.subprocess.Process
+    port: int
+    channel: grpc.aio.Channel
+    status: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"idle": {}, "waiting": [], "seated": [], "tables": 0}
+    )
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+
+class Cluster:
+    """The front: door, MatchService forwarding, placement and moves."""
+
+    def __init__(self, config: ServerConfig, processes: int, log_level: str = "info", loop: str = "asyncio") -> None:
+        self.config = config
+        self.processes = processes
+        self.log_level = log_level
+        self.loop_name = loop
+        self.workers: list[Worker] = []
+        self.owner: OrderedDict[str, int] = OrderedDict()  # match id -> process index, in creation order
+        self.created = 0
+        self.order: dict[str, int] = {}
+        self.by_request: dict[str, int] = {}
+        self.expected: dict[tuple[int, str], deque[float]] = {}
+        self.moving: dict[str, float] = {}  # session id -> when its move began
+        self.routed = [0] * processes
+        self.moves = 0
+        self.metrics = ServerMetrics(config.registry or CollectorRegistry(), config.max_bot_series)
+        self.health = HealthServicer()
+        self.door: FrontDoor | None = None
+        self.grpc: grpc.aio.Server | None = None
+        self.kick = asyncio.Event()
+        self.failed = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._httpd: Any = None
+        self.log = get_logger()
+
+    # --- start and stop -----------------------------------------------------------------
+
+    async def start(self, address: str) -> int:
+        """Starts the table processes, the front's grpc and its door; returns the public port.
+
+        :raises ValueError: a process that does not start, an address that cannot be bound.
+        """
+        if not self.config.admin_token:
+            self.config.admin_token = new_token()
+        sock = listen_socket(address)
+        try:
+            for k in range(self.processes):
+                self.workers.append(await self._spawn(k))
+        except BaseException:
+            sock.close()
+            await self.stop(0.5)
+            raise
+        if self.config.metrics_port is not None:
+            self._httpd, _ = start_http_server(
+                self.config.metrics_port, self.config.metrics_address, registry=self.metrics.registry
+            )
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server.add_generic_rpc_handlers((self._match_handler(),))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            server,
+        )
+        own = server.add_insecure_port("127.0.0.1:0")
+        self.grpc = server
+        tls = None
+        if self.config.tls_cert and self.config.tls_key:
+            with open(self.config.tls_cert, "rb") as cert, open(self.config.tls_key, "rb") as key:
+                tls = tls_context(cert.read(), key.read())
+        limits = DoorLimits(
+            max_connections=connection_limit(self.config.max_connections, per_connection=3),
+            per_peer=self.config.max_connections_per_peer,
+        )
+        metrics = self.metrics
+        self.door = FrontDoor(
+            sock,
+            ("127.0.0.1", own),
+            limits,
+            tls,
+            lambda reason: metrics.connections_refused.labels(reason).inc(),
+            route=self.route,
+        )
+        door = self.door
+        metrics.connections_open.set_function(lambda: door.held)
+        await server.start()
+        await door.start()
+        for name in (*SERVICE_NAMES, ""):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._rebalance_loop()))
+        for w in self.workers:
+            self._tasks.append(loop.create_task(self._watch(w)))
+        return door.port
+
+    async def _spawn(self, k: int) -> Worker:
+        config = dataclasses.replace(
+            self.config,
+            front_door=False,
+            registry=None,
+            metrics_port=None if self.config.metrics_port is None else self.config.metrics_port + 1 + k,
+        )
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gaigel_server.worker",
+            self.log_level,
+            self.loop_name,
+            "5",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "GAIGEL_PROCESS": str(k)},
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(config_to_json(config).encode() + b"\n")
+        await proc.stdin.drain()
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        except TimeoutError:
+            line = b""
+        if not line.strip().isdigit():
+            proc.kill()
+            raise ValueError(f"table process {k} did not start (exit code {await proc.wait()})")
+        port = int(line)
+        channel = grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 64 << 20)]
+        )
+        return Worker(k, proc, port, channel)
+
+    async def _watch(self, w: Worker) -> None:
+        code = await w.process.wait()
+        if not self.failed.is_set():
+            self.log.error("table_process_exited", process=w.index, code=code)
+            self.failed.set()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stops the door, then each table process (its matches aborted, records written)."""
+        self.failed.set()  # the processes ending now is expected
+        for t in self._tasks:
+            t.cancel()
+        await self.health.enter_graceful_shutdown()
+        if self.door is not None:
+            self.door.stop_accepting()
+        for w in self.workers:
+            if w.process.returncode is None:
+                w.process.send_signal(signal.SIGTERM)
+        for w in self.workers:
+            try:
+                await asyncio.wait_for(w.process.wait(), grace + 2)
+            except TimeoutError:
+                w.process.kill()
+                await w.process.wait()
+            await w.channel.close(None)
+        if self.grpc is not None:
+            await self.grpc.stop(0.5)
+        if self.door is not None:
+            self.door.close()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    # --- routing (the door asks, synchronously, for each new connection) ----------------
+
+    def route(self, call: FirstCall) -> tuple[str, int]:
+        """The process a connection goes to, by its first call."""
+        assert self.door is not None
+        if call.bot_name:
+            k = self._take_expected(call.bot_name)
+            if k is None:
+                k = min(
+                    range(len(self.workers)),
+                    key=lambda j: (self._load(j) + self.routed[j], j),
+                )
+            self.routed[k] += 1
+            return self.workers[k].address
+        if call.match_id:
+            return self.workers[self.owner.get(call.match_id, 0)].address
+        if call.path.startswith("/gaigel.v1.BotService/"):
+            return self.workers[0].address  # a Play without Join or Resume: refused there, with its message
+        return self.door.backend  # MatchService, health, reflection: the front itself
+
+    def _load(self, k: int) -> int:
+        """Tables not yet ended and idle sessions of process *k* at its last status."""
+        status = self.workers[k].status
+        return int(status["tables"]) + sum(len(v) for v in status["idle"].values())
+
+    def _take_expected(self, bot: str) -> int | None:
+        now = time.monotonic()
+        best: tuple[float, int] | None = None
+        for (k, b), deadlines in self.expected.items():
+            while deadlines and deadlines[0] < now:
+                deadlines.popleft()
+            if b == bot and deadlines and (best is None or deadlines[0] < best[0]):
+                best = (deadlines[0], k)
+        if best is None:
+            return None
+        self.expected[best[1], bot].popleft()
+        return best[1]
+
+    # --- placement and moves ---------------------------------------------------------------
+
+    async def _call(self, w: Worker, method: str, body: dict[str, Any]) -> Any:
+        call = w.channel.unary_unary(f"/{SERVICE}/{method}", None, None)
+        raw = await call(json.dumps(body).encode(), metadata=self._admin(), timeout=10)
+        return json.loads(raw)
+
+    def _admin(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.config.admin_token}"),)
+
+    async def refresh(self) -> None:
+        statuses = await asyncio.gather(*(self._call(w, "Status", {}) for w in self.workers))
+        for w, st in zip(self.workers, statuses, strict=True):
+            w.status = st
+        self.routed = [0] * len(self.workers)
+
+    async def rebalance(self) -> int:
+        """One round: fresh statuses, then the moves and wanted Joins of :func:`placement.plan`."""
+        await self.refresh()
+        now = time.monotonic()
+        self.moving = {s: t for s, t in self.moving.items() if now - t < EXPECT_SECONDS}
+        expected = {key: sum(1 for d in q if d >= now) for key, q in self.expected.items()}
+        moves, wanted = placement.plan([w.status for w in self.workers], self.order, expected, set(self.moving))
+        for k, bot in wanted:
+            self.expected.setdefault((k, bot), deque()).append(now + EXPECT_SECONDS)
+        by_source: dict[int, list[str]] = {}
+        for m in moves:
+            self.moving[m.session_id] = now
+            self.expected.setdefault((m.target, m.bot), deque()).append(now + EXPECT_SECONDS)
+            assert self.door is not None
+            self.door.drain(self.workers[m.source].port, m.peer)  # GOAWAY first: the Join again takes a new connection
+            by_source.setdefault(m.source, []).append(m.session_id)
+        for j, sessions in by_source.items():
+            await self._call(self.workers[j], "Release", {"sessions": sessions})
+        self.moves += len(moves)
+        if moves:
+            self.log.info("sessions_moved", moves=[(m.bot, m.source, m.target) for m in moves])
+        return len(moves)
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.kick.wait(), 1.0)
+            self.kick.clear()
+            try:
+                await self.rebalance()
+            except grpc.aio.AioRpcError as e:
+                self.log.warning("rebalance_failed", code=e.code().name, detail=e.details())
+            if any(w.status["waiting"] for w in self.workers):
+                await asyncio.sleep(0.2)
+                self.kick.set()
+
+    # --- MatchService, forwarded --------------------------------------------------------
+
+    def _match_handler(self) -> grpc.GenericRpcHandler[Any, Any]:
+        unary = {
+            "CreateMatch": self.CreateMatch,
+            "GetMatch": self._by_match,
+            "CancelMatch": self._by_match,
+            "GetMatchRecord": self._by_match,
+            "ListMatches": self.ListMatches,
+            "RegisterBot": self.RegisterBot,
+            "UnregisterBot": self.UnregisterBot,
+        }
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            name: grpc.unary_unary_rpc_method_handler(self._unary(name, impl)) for name, impl in unary.items()
+        }
+        handlers["WatchMatch"] = grpc.unary_stream_rpc_method_handler(self.WatchMatch)
+        return grpc.method_handlers_generic_handler(MATCH_SERVICE, handlers)
+
+    def _unary(self, name: str, impl: Any) -> Any:
+        async def call(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+            await self._auth(context)
+            try:
+                return bytes(await impl(name, raw, context))
+            except grpc.aio.AioRpcError as e:
+                await context.abort(e.code(), e.details() or "")
+                raise
+
+        return call
+
+    async def _auth(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        token = bearer_token(context.invocation_metadata())
+        if not token or not tokens_equal(token, self.config.admin_token):
+            self.metrics.admin_refused.inc()
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "MatchService needs the admin token as metadata 'authorization: Bearer <admin token>'"
+                + (" (the token given is wrong)" if token else ""),
+            )
+
+    async def _forward(self, w: Worker, name: str, raw: bytes) -> bytes:
+        call = w.channel.unary_unary(f"/{MATCH_SERVICE}/{name}", None, None)
+        return bytes(await call(raw, metadata=self._admin(), timeout=60))
+
+    def _own(self, match_id: str, k: int) -> None:
+        if match_id not in self.owner:
+            self.created += 1
+            self.order[match_id] = self.created
+        self.owner[match_id] = k
+        while len(self.owner) > MAX_OWNERS:
+            gone, _ = self.owner.popitem(last=False)
+            self.order.pop(gone, None)
+
+    async def CreateMatch(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        try:
+            request = ms.CreateMatchRequest.FromString(raw)
+        except Exception:  # the table process answers a malformed request with its message
+            request = ms.CreateMatchRequest()
+        k = self.by_request.get(request.request_id) if request.request_id else None
+        if k is None:
+            await self.refresh()
+            bots = [b for b in (*request.seat_bots, *request.side_bots) if not b.startswith("house:")]
+            k = placement.place([w.status for w in self.workers], bots, self.routed)
+        out = await self._forward(self.workers[k], name, raw)
+        match_id = ms.CreateMatchResponse.FromString(out).match.match_id
+        self._own(match_id, k)
+        if request.request_id:
+            self.by_request[request.request_id] = k
+        self.workers[k].status["tables"] += 1
+        self.kick.set()
+        return out
+
+    def _owners_of(self, match_id: str) -> list[Worker]:
+        k = self.owner.get(match_id)
+        return [self.workers[k]] if k is not None else list(self.workers)
+
+    async def _by_match(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        try:
+            match_id = ms.GetMatchRequest.FromString(raw).match_id  # match_id is field 1 of all three
+        except Exception:
+            match_id = ""
+        candidates = self._owners_of(match_id)
+        for w in candidates:
+            try:
+                return await self._forward(w, name, raw)
+            except grpc.aio.AioRpcError as e:
+                if e.code() != grpc.StatusCode.NOT_FOUND or w is candidates[-1]:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def ListMatches(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        request = ms.ListMatchesRequest.FromString(raw)
+        # The page token is one token per process ("-": that process has no more).
+        tokens = request.page_token.split("|") if request.page_token else [""] * len(self.workers)
+        if len(tokens) != len(self.workers):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token is not one this server issued")
+        out = ms.ListMatchesResponse()
+        following = []
+        for w, token in zip(self.workers, tokens, strict=True):
+            if token == "-":
+                following.append("-")
+                continue
+            request.page_token = token
+            page = ms.ListMatchesResponse.FromString(await self._forward(w, name, request.SerializeToString()))
+            out.matches.extend(page.matches)
+            following.append(page.next_page_token or "-")
+        out.next_page_token = "" if all(t == "-" for t in following) else "|".join(following)
+        return out.SerializeToString()
+
+    async def RegisterBot(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        out = await self._forward(self.workers[0], name, raw)
+        reply = ms.RegisterBotResponse.FromString(out)
+        for w in self.workers[1:]:
+            await self._call(w, "SetBot", {"name": reply.bot_name, "token": reply.bot_token})
+        return out
+
+    async def UnregisterBot(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        request = ms.UnregisterBotRequest.FromString(raw)
+        await self.refresh()
+        if any(request.bot_name in w.status["seated"] for w in self.workers):
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"bot {request.bot_name[:64]!r} is seated in a match not yet ended: cancel it or wait for its end",
+            )
+        ended = 0
+        for w in self.workers:
+            ended += ms.UnregisterBotResponse.FromString(await self._forward(w, name, raw)).sessions_ended
+        return ms.UnregisterBotResponse(bot_name=request.bot_name, sessions_ended=ended).SerializeToString()
+
+    async def WatchMatch(self, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+        if not self.config.watch_without_token:
+            await self._auth(context)
+        match_id = ms.WatchMatchRequest.FromString(raw).match_id
+        for w in self._owners_of(match_id):
+            call = w.channel.unary_stream(f"/{MATCH_SERVICE}/WatchMatch", None, None)(raw, metadata=self._admin())
+            try:
+                async for item in call:
+                    yield bytes(item)
+                return
+            except grpc.aio.AioRpcError as e:
+                if e.code() != grpc.StatusCode.NOT_FOUND or w is self._owners_of(match_id)[-1]:
+                    await context.abort(e.code(), e.details() or "")
+                    return
+
+
+async def serve_processes(address: str, config: ServerConfig, processes: int, grace: float = 5.0, **kw: Any) -> int:
+    """``gaigel serve --processes N``: runs until SIGTERM or SIGINT (or a table process dies)."""
+    generated = not config.admin_token
+    cluster = Cluster(config, processes, **kw)
+    port = await cluster.start(address)
+    log = get_logger()
+    if generated:
+        print(f"gaigel serve: admin token (shown once): {config.admin_token}", file=sys.stderr, flush=True)
+    log.info("server_started", address=address, port=port, processes=processes, pid=os.getpid())
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waits = {loop.create_task(stop.wait()), loop.create_task(cluster.failed.wait())}
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    failed = not stop.is_set()
+    for t in waits:
+        t.cancel()
+    log.info("server_stopping", grace=grace)
+    await cluster.stop(grace)
+    log.info("server_stopped")
+    return 1 if failed else 0
+
+
+__all__ = ["Cluster", "serve_processes"]

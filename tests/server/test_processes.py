@@ -1,0 +1,233 @@
+"""``gaigel serve --processes N``: tables in N table processes behind one front (real processes,
+real sockets, the Python kit as the bot that is moved). A table's seats all reach its process,
+tables spread over the processes, an idle session moves where its match is, Resume finds its
+match's process, MatchService works through the front, a hostile connection without a first
+call is ended, and the front stops when a table process dies."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+from srvkit import ADMIN, BOTS, FAST, Admin, ScriptedBot, admin_md, run, running_server
+
+from gaigel_api.v1 import bot_service_pb2 as bs
+from gaigel_api.v1 import common_pb2 as common
+from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_server.cluster import Cluster
+from gaigel_server.frontdoor import GOAWAY, PREFACE
+from gaigel_server.server import ServerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT_BOT = [sys.executable, str(ROOT / "clients" / "python" / "examples" / "random_bot.py")]
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+"""grpc's Python channels share connections by default: each test bot gets its own (as separate bot processes would)."""
+
+
+class Bot(ScriptedBot):
+    def __init__(self, port: int, name: str, **kw: Any) -> None:
+        super().__init__(port, name, **kw)
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION)
+
+
+@dataclasses.dataclass
+class Front:
+    cluster: Cluster
+    port: int
+
+
+@contextlib.asynccontextmanager
+async def front(processes: int = 2) -> AsyncIterator[Front]:
+    config = ServerConfig(admin_token=ADMIN, bots=dict(BOTS), clock=FAST, registry=CollectorRegistry())
+    cluster = Cluster(config, processes, log_level="warning")
+    port = await cluster.start("127.0.0.1:0")
+    try:
+        yield Front(cluster, port)
+    finally:
+        await cluster.stop(2.0)
+
+
+def kit_bot(port: int, name: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "GAIGEL_SERVER": f"127.0.0.1:{port}", "GAIGEL_TOKEN": BOTS[name], "GAIGEL_BOT_NAME": name}
+    with log.open("w") as err:
+        return subprocess.Popen(KIT_BOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+
+
+async def where_idle(cluster: Cluster, bot: str, timeout: float = 20.0) -> int:
+    """The process holding an idle session of *bot* (waits for it)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        await cluster.refresh()
+        for w in cluster.workers:
+            if w.status["idle"].get(bot):
+                return w.index
+        assert asyncio.get_running_loop().time() < deadline, f"no idle session of {bot}"
+        await asyncio.sleep(0.1)
+
+
+def _actions(record: dict[str, Any]) -> list[Any]:
+    return [[(a["seat"], a["action"]) for a in hand["actions"]] for hand in record["hands"]]
+
+
+def test_an_idle_session_moves_to_its_matchs_process_and_the_match_is_the_same_as_in_one_process(
+    tmp_path: Path,
+) -> None:
+    async def in_one_process() -> list[Any]:
+        async with running_server() as (_, port):
+            bots = [kit_bot(port, n, tmp_path / f"one-{n}.log") for n in ("alpha", "beta")]
+            admin = Admin(port)
+            try:
+                m = await admin.create(2, ["alpha", "beta"], hands=2, seed=21, match_key="repro-21")
+                await admin.wait_ended(m.match_id, 60)
+                return _actions(await admin.record(m.match_id))
+            finally:
+                await admin.close()
+                for b in bots:
+                    b.kill()
+                    b.wait()
+
+    async def in_two() -> tuple[list[Any], int, str]:
+        async with front() as f:
+            alpha = kit_bot(f.port, "alpha", tmp_path / "alpha.log")
+            beta = None
+            admin = Admin(f.port)
+            try:
+                first = await where_idle(f.cluster, "alpha")
+                beta = kit_bot(f.port, "beta", tmp_path / "beta.log")
+                second = await where_idle(f.cluster, "beta")
+                assert first != second  # the second bot went to the process with less to do
+                m = await admin.create(2, ["alpha", "beta"], hands=2, seed=21, match_key="repro-21")
+                ended = await admin.wait_ended(m.match_id, 60)
+                assert ended.termination == common.MATCH_TERMINATION_COMPLETED
+                return _actions(await admin.record(m.match_id)), f.cluster.moves, m.match_id
+            finally:
+                await admin.close()
+                for b in (alpha, beta):
+                    if b is not None:
+                        b.kill()
+                        b.wait()
+
+    reference = run(in_one_process(), 120)
+    actions, moves, _ = run(in_two(), 120)
+    assert moves == 1
+    assert actions == reference and len(actions) == 2
+    moved = (tmp_path / "alpha.log").read_text() + (tmp_path / "beta.log").read_text()
+    assert "MOVED" in moved and "reconnecting" in moved  # the kit was told why and joined again
+
+
+def test_tables_spread_resume_finds_its_process_and_matchservice_works_through_the_front() -> None:
+    async def scenario() -> None:
+        async with front() as f:
+            admin = Admin(f.port)
+            bots = {n: Bot(f.port, n, seed=i) for i, n in enumerate(("alpha", "beta", "gamma"))}
+            try:
+                for bot in bots.values():
+                    await bot.open()
+                    await where_idle(f.cluster, bot.name)
+                made = {}
+                for i, name in enumerate(bots):
+                    made[name] = (await admin.create(2, [name, "house:random"], hands=3, seed=40 + i)).match_id
+                assert set(f.cluster.owner.values()) == {0, 1}  # both processes have tables
+                # each bot plays its first decision, then its connection breaks; Resume on a new one
+                for name, bot in bots.items():
+                    await bot.play(stop_after=lambda msg: msg.WhichOneof("message") == "decision_request")
+                    assert bot.match_start is not None and bot.match_start.match_id == made[name]
+                    bot.call.cancel()
+                    await bot.close()
+                resumed = {}
+                for name, bot in bots.items():
+                    again = Bot(f.port, name, seed=7)
+                    start = bot.match_start
+                    assert start is not None
+                    last = max(m.sequence for m in bot.received)
+                    await again.open(
+                        bs.PlayRequest(
+                            resume=bs.Resume(
+                                match_id=start.match_id,
+                                seat=start.seat,
+                                resume_token=start.resume_token,
+                                last_sequence=last,
+                            )
+                        )
+                    )
+                    resumed[name] = again
+                await asyncio.gather(*(b.play() for b in resumed.values()))
+                for name, again in resumed.items():
+                    assert again.received[0].welcome.resumed, again.details
+                    ended = await admin.wait_ended(made[name], 30)
+                    assert ended.termination == common.MATCH_TERMINATION_COMPLETED
+                # ListMatches pages over both processes: every match once
+                seen, token = [], ""
+                while True:
+                    page = await admin.stub.ListMatches(
+                        ms.ListMatchesRequest(page_size=1, page_token=token), metadata=admin_md()
+                    )
+                    seen += [m.match_id for m in page.matches]
+                    token = page.next_page_token
+                    if not token:
+                        break
+                assert sorted(seen) == sorted(made.values())
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await admin.stub.GetMatch(ms.GetMatchRequest(match_id="nope"), metadata=admin_md())
+                assert e.value.code() == grpc.StatusCode.NOT_FOUND and "no match 'nope'" in (e.value.details() or "")
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await admin.stub.GetMatch(ms.GetMatchRequest(match_id=made["alpha"]), metadata=admin_md("wrong"))
+                assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                # a bot registered at run time plays in every process (one token for all)
+                reg = await admin.stub.RegisterBot(ms.RegisterBotRequest(bot_name="delta"), metadata=admin_md())
+                for w in f.cluster.workers:
+                    delta = Bot(w.port, "delta", token=reg.bot_token)  # straight to each process
+                    await delta.open()
+                    await delta.play(stop_after=lambda msg: msg.WhichOneof("message") == "welcome")
+                    assert delta.received and delta.received[0].welcome.bot_name == "delta", delta.details
+                    delta.call.cancel()
+                    await delta.close()
+            finally:
+                await admin.close()
+                for bot in bots.values():
+                    await bot.close()
+
+    run(scenario(), 120)
+
+
+def test_a_connection_without_a_first_call_gets_goaway_and_a_dead_process_stops_the_front() -> None:
+    async def scenario() -> None:
+        async with front() as f:
+            door = f.cluster.door
+            assert door is not None
+            door.limits = dataclasses.replace(door.limits, first_call_timeout=0.5)
+            reader, writer = await asyncio.open_connection("127.0.0.1", f.port)
+            writer.write(PREFACE + bytes((0, 0, 0, 4, 0, 0, 0, 0, 0)))
+            data = b""
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    while chunk := await reader.read(4096):
+                        data += chunk
+            assert data[:9] == bytes((0, 0, 0, 4, 0, 0, 0, 0, 0))  # the door's SETTINGS
+            assert data[9 + 3] == GOAWAY and reader.at_eof()  # then GOAWAY and the end
+            writer.close()
+            # a header block that is not HPACK: closed at once
+            reader, writer = await asyncio.open_connection("127.0.0.1", f.port)
+            writer.write(
+                PREFACE + bytes((0, 0, 0, 4, 1, 0, 0, 0, 0)) + bytes((0, 0, 3, 1, 4, 0, 0, 0, 1)) + b"\xff" * 3
+            )
+            async with asyncio.timeout(5):
+                while await reader.read(4096):
+                    pass
+            writer.close()
+            assert not f.cluster.failed.is_set()
+            f.cluster.workers[1].process.kill()
+            async with asyncio.timeout(10):
+                await f.cluster.failed.wait()
+
+    run(scenario(), 60)
