@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections import OrderedDict, deque
@@ -57,6 +58,8 @@ class Worker:
     process: asyncio.subprocess.Process
     port: int
     channel: grpc.aio.Channel
+    control: socket.socket
+    """Connections go to the process over this with their sockets; it says when each closes."""
     status: dict[str, Any] = dataclasses.field(
         default_factory=lambda: {"idle": {}, "waiting": [], "seated": [], "tables": 0}
     )
@@ -82,7 +85,9 @@ class Cluster:
         self.expected: dict[tuple[int, str], deque[float]] = {}
         self.moving: dict[str, float] = {}  # session id -> when its move began
         self.routed = [0] * processes
+        self._decided: tuple[int | None] | None = None  # a hand-over's choice, for route() if it failed
         self.moves = 0
+        self.handed_over = 0
         self.metrics = ServerMetrics(config.registry or CollectorRegistry(), config.max_bot_series)
         self.health = HealthServicer()
         self.door: FrontDoor | None = None
@@ -139,6 +144,7 @@ class Cluster:
             tls,
             lambda reason: metrics.connections_refused.labels(reason).inc(),
             route=self.route,
+            hand_over=self.hand_over,
         )
         door = self.door
         metrics.connections_open.set_function(lambda: door.held)
@@ -153,6 +159,16 @@ class Cluster:
         return door.port
 
     async def _spawn(self, k: int) -> Worker:
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            return await self._start_worker(k, control, theirs)
+        except BaseException:
+            control.close()
+            raise
+        finally:
+            theirs.close()
+
+    async def _start_worker(self, k: int, control: socket.socket, theirs: socket.socket) -> Worker:
         config = dataclasses.replace(
             self.config,
             front_door=False,
@@ -166,6 +182,8 @@ class Cluster:
             self.log_level,
             self.loop_name,
             "5",
+            str(theirs.fileno()),
+            pass_fds=(theirs.fileno(),),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "GAIGEL_PROCESS": str(k)},
@@ -184,7 +202,25 @@ class Cluster:
         channel = grpc.aio.insecure_channel(
             f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 64 << 20)]
         )
-        return Worker(k, proc, port, channel)
+        control.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        control.setblocking(False)
+        worker = Worker(k, proc, port, channel, control)
+        asyncio.get_running_loop().add_reader(control.fileno(), self._closed_there, worker)
+        return worker
+
+    def _closed_there(self, w: Worker) -> None:
+        """A table process says which handed-over connections closed (their per-peer places free)."""
+        try:
+            message = w.control.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            message = b""
+        if not message:
+            asyncio.get_running_loop().remove_reader(w.control.fileno())
+            return
+        if self.door is not None:
+            self.door.handed_closed(int(json.loads(message)["closed"]))
 
     async def _watch(self, w: Worker) -> None:
         code = await w.process.wait()
@@ -210,6 +246,9 @@ class Cluster:
                 w.process.kill()
                 await w.process.wait()
             await w.channel.close(None)
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(w.control.fileno())
+            w.control.close()
         if self.grpc is not None:
             await self.grpc.stop(0.5)
         if self.door is not None:
@@ -221,8 +260,31 @@ class Cluster:
     # --- routing (the door asks, synchronously, for each new connection) ----------------
 
     def route(self, call: FirstCall) -> tuple[str, int]:
-        """The process a connection goes to, by its first call."""
+        """Where a connection is relayed to, by its first call: a table process, or the front's grpc."""
         assert self.door is not None
+        k = self._decided[0] if self._decided is not None else self._target(call)
+        self._decided = None
+        return self.door.backend if k is None else self.workers[k].address
+
+    def hand_over(self, call: FirstCall, fd: int, data: bytes, link: Any) -> bool:
+        """Gives a bot's connection to its table process with its socket (the front then carries
+        none of its bytes); False: relayed here (the front's own calls, a hand-over that failed)."""
+        k = self._target(call)
+        if k is None:
+            return False
+        self._decided = (k,)  # if the hand-over fails, route() relays it there (the door asks at once)
+        head = json.dumps({"id": link.ident, "peer": link.peer, "key": link.key}).encode()
+        try:
+            socket.send_fds(self.workers[k].control, [head + b"\n" + data], [fd])
+        except OSError as e:
+            self.log.warning("hand_over_failed", process=k, error=str(e))
+            return False
+        self._decided = None
+        self.handed_over += 1
+        return True
+
+    def _target(self, call: FirstCall) -> int | None:
+        """The table process for a connection's first call; None for the front's own grpc."""
         if call.bot_name:
             k = self._take_expected(call.bot_name)
             if k is None:
@@ -231,12 +293,12 @@ class Cluster:
                     key=lambda j: (self._load(j) + self.routed[j], j),
                 )
             self.routed[k] += 1
-            return self.workers[k].address
+            return k
         if call.match_id:
-            return self.workers[self.owner.get(call.match_id, 0)].address
+            return self.owner.get(call.match_id, 0)
         if call.path.startswith("/gaigel.v1.BotService/"):
-            return self.workers[0].address  # a Play without Join or Resume: refused there, with its message
-        return self.door.backend  # MatchService, health, reflection: the front itself
+            return 0  # a Play without Join or Resume: refused there, with its message
+        return None  # MatchService, health, reflection: the front itself
 
     def _load(self, k: int) -> int:
         """Tables not yet ended and idle sessions of process *k* at its last status."""

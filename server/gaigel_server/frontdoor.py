@@ -259,10 +259,14 @@ class _Link(asyncio.Protocol):
         self.door = door
         self.transport: asyncio.Transport | None = None
         self.backend: _Backend | None = None
-        self.first = FirstCallReader() if door.route is not None else None
+        self.first = FirstCallReader() if door.route is not None or door.hand_over is not None else None
         """The first call, while the door reads it to choose a process (routing only)."""
         self.target = door.backend
         self.draining = False
+        door.links_made += 1
+        self.ident = door.links_made
+        self.handed = False  # given to another process with its socket (see FrontDoor.hand_over)
+        self.on_close: Callable[[], None] | None = None  # an adopted link tells its front it closed
         self.drain_pending = False  # GOAWAY to be sent at the next frame boundary towards the client
         self.key = key
         self.peer = peer
@@ -336,9 +340,16 @@ class _Link(asyncio.Protocol):
             return
         self.first = None
         held = first.held()
+        assert first.call is not None and self.transport is not None
+        hand_over = self.door.hand_over
+        sock = self.transport.get_extra_info("socket")
+        if hand_over is not None and sock is not None and hand_over(first.call, sock.fileno(), PREFACE + held, self):
+            # The socket now lives on in the other process; this one's copy goes without a word.
+            self.handed = True
+            self.transport.abort()
+            return
         self.up.feed(held)
         self.early.append(PREFACE + held)
-        assert first.call is not None
         self.door.connect(self, first.call)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -483,17 +494,25 @@ class FrontDoor:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: socket.socket | None,
         backend: tuple[str, int],
         limits: DoorLimits | None = None,
         tls: ssl.SSLContext | None = None,
         count: Callable[[str], None] = lambda reason: None,
         route: Callable[[FirstCall], tuple[str, int]] | None = None,
+        hand_over: Callable[[FirstCall, int, bytes, _Link], bool] | None = None,
     ) -> None:
         self.route = route
+        self.hand_over = hand_over if tls is None else None
+        """With it, a connection whose first call it accepts is given away with its socket (the
+        fd, the bytes read so far and the link): ``gaigel serve --processes`` hands a bot's
+        connection to its table process, whose own door then relays it (TLS: relayed here)."""
+        self.links_made = 0
+        self.handed: dict[int, str] = {}
+        """Connections handed over and still open there: their per-peer places are still held here."""
         self.count = count
         """Called with the reason of each connection refused or ended (for a metric)."""
-        self.sock = sock
+        self.sock = sock  # None: a door that only adopts connections handed to it (a table process)
         self.backend = backend
         self.limits = limits or DoorLimits()
         self.tls = tls
@@ -516,29 +535,62 @@ class FrontDoor:
         self._accepting = False
         self._sweeper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.port = int(sock.getsockname()[1])
+        self.port = int(sock.getsockname()[1]) if sock is not None else 0
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.sock.setblocking(False)
-        loop.add_reader(self.sock.fileno(), self._accept)
-        self._accepting = True
+        if self.sock is not None:
+            self.sock.setblocking(False)
+            loop.add_reader(self.sock.fileno(), self._accept)
+            self._accepting = True
         self._sweeper = loop.create_task(self._sweep())
+
+    def adopt(self, conn: socket.socket, data: bytes, peer: str, key: str, on_close: Callable[[], None]) -> None:
+        """Takes over a connection another process's door accepted and read *data* of (the
+        preface and first call): relayed to grpc here from now on; *on_close* when it closes."""
+        self.held += 1
+        self.per_peer[key] = self.per_peer.get(key, 0) + 1
+        link = _Link(self, key, peer)
+        link.first = None
+        link.on_close = on_close
+        task = asyncio.get_running_loop().create_task(self._adopt(link, conn, data))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _adopt(self, link: _Link, conn: socket.socket, data: bytes) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: link, conn)
+        except (OSError, ConnectionError):
+            conn.close()
+            if link not in self.links:
+                self._release(link.key)
+                if link.on_close is not None:
+                    link.on_close()
+            return
+        link.data_received(data)
+
+    def handed_closed(self, ident: int) -> None:
+        """A connection handed over (:attr:`hand_over`) has closed in the other process."""
+        key = self.handed.pop(ident, None)
+        if key is not None:
+            self._release(key)
 
     def _accept(self) -> None:
         """Accepts what is waiting. A refused connection is closed here with a reset, before any
         transport or protocol object exists: refusing must cost far less than serving, or a
         client reconnecting as fast as it can would still take the event loop."""
         loop = asyncio.get_running_loop()
+        sock = self.sock
+        assert sock is not None
         for _ in range(256):
             try:
-                conn, address = self.sock.accept()
+                conn, address = sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # out of descriptors or buffers: pause accepting, as asyncio's servers do
                 self._refused_at = time.monotonic()
                 self.count("global_cap")
-                loop.remove_reader(self.sock.fileno())
+                loop.remove_reader(sock.fileno())
                 loop.call_later(0.25, self._resume_accepting)
                 return
             key = peer_key(address[0]) if isinstance(address, tuple) else str(address)
@@ -553,7 +605,7 @@ class FrontDoor:
             task.add_done_callback(self._tasks.discard)
 
     def _resume_accepting(self) -> None:
-        if self._accepting:
+        if self._accepting and self.sock is not None:
             asyncio.get_running_loop().add_reader(self.sock.fileno(), self._accept)
 
     async def _serve(self, conn: socket.socket, key: str, peer: str) -> None:
@@ -569,7 +621,7 @@ class FrontDoor:
 
     def stop_accepting(self) -> None:
         """No new connections; open ones are still relayed (a stopping grpc sends its last messages)."""
-        if self._accepting:
+        if self._accepting and self.sock is not None:
             self._accepting = False
             asyncio.get_running_loop().remove_reader(self.sock.fileno())
             self.sock.close()
@@ -634,7 +686,12 @@ class FrontDoor:
     def forget(self, link: _Link) -> None:
         if link in self.links:
             self.links.discard(link)
-            self._release(link.key)
+            if link.handed:
+                self.handed[link.ident] = link.key  # released when the other process says it closed
+            else:
+                self._release(link.key)
+            if link.on_close is not None:
+                link.on_close()
         key = (link.target[1], link.backend_port)
         if self.by_port.get(key) is link:
             del self.by_port[key]

@@ -12,12 +12,15 @@ MatchService) are not part of gaigel.v1: only the front calls them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
 import signal
+import socket
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -25,6 +28,7 @@ import grpc
 from gaigel_server import loops
 from gaigel_server.auth import bearer_token, tokens_equal
 from gaigel_server.clock import Clock
+from gaigel_server.frontdoor import DoorLimits, FrontDoor
 from gaigel_server.lobby import Lobby
 from gaigel_server.logging import configure_logging, get_logger
 from gaigel_server.server import GaigelServer, ServerConfig, create_server
@@ -56,12 +60,14 @@ def status(lobby: Lobby) -> dict[str, Any]:
     return {"idle": idle, "waiting": waiting, "seated": seated, "tables": live}
 
 
-def release(lobby: Lobby, session_ids: list[str]) -> int:
-    """Ends the idle sessions among *session_ids* with UNAVAILABLE (MOVED); returns how many."""
+def release(lobby: Lobby, session_ids: list[str], drain: Callable[[str], object] = lambda peer: None) -> int:
+    """Ends the idle sessions among *session_ids* with UNAVAILABLE (MOVED), each after *drain*
+    of its peer (GOAWAY first, so that the Join again takes a new connection); returns how many."""
     wanted = set(session_ids)
     released = 0
     for pool in list(lobby.idle.values()):
         for session in [s for s in pool if s.session_id in wanted]:
+            drain(session.peer)
             lobby.drop(session)
             session.close(Abort(grpc.StatusCode.UNAVAILABLE, MOVED))
             released += 1
@@ -71,8 +77,9 @@ def release(lobby: Lobby, session_ids: list[str]) -> int:
 class WorkerService:
     """The internal calls of one table process."""
 
-    def __init__(self, server: GaigelServer) -> None:
+    def __init__(self, server: GaigelServer, port: int) -> None:
         self.server = server
+        self.port = port
 
     def handler(self) -> grpc.GenericRpcHandler[Any, Any]:
         def method(impl: Any) -> grpc.RpcMethodHandler[Any, Any]:
@@ -96,7 +103,10 @@ class WorkerService:
 
     async def Release(self, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         body = await self._body(raw, context)
-        return json.dumps({"released": release(self.server.lobby, [str(x) for x in body.get("sessions", [])])}).encode()
+        door = self.server.door
+        sessions = [str(x) for x in body.get("sessions", [])]
+        drain = (lambda peer: door.drain(self.port, peer)) if door is not None else (lambda peer: None)
+        return json.dumps({"released": release(self.server.lobby, sessions, drain)}).encode()
 
     async def SetBot(self, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         body = await self._body(raw, context)
@@ -121,13 +131,65 @@ def config_from_json(line: str) -> ServerConfig:
     return ServerConfig(**data)
 
 
-async def run(config: ServerConfig, grace: float = 5.0) -> int:
+MAX_HANDOVER = 256 * 1024
+"""The largest hand-over message: a header line and the bytes the front read (at most 128 KiB)."""
+
+
+def adopt_connections(server: GaigelServer, port: int, control: socket.socket, stop: asyncio.Event) -> None:
+    """Relays the connections the front hands over on *control* (their sockets come with the
+    message) to this process's grpc through a door of its own, and tells the front when each
+    closes (it holds their per-peer places); the control socket's end is the front's end."""
+    metrics = server.metrics
+    door = FrontDoor(
+        None,
+        ("127.0.0.1", port),
+        DoorLimits(),
+        None,
+        lambda reason: metrics.connections_refused.labels(reason).inc(),
+    )
+    server.door = door
+    assert server.play is not None and server.admin is not None
+    server.play.door = server.admin.door = door
+    metrics.connections_open.set_function(lambda: door.held)
+    loop = asyncio.get_running_loop()
+    control.setblocking(False)
+
+    def closed(ident: int) -> None:
+        with contextlib.suppress(OSError):
+            control.send(json.dumps({"closed": ident}).encode())
+
+    def receive() -> None:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, MAX_HANDOVER, 4)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            message, fds = b"", []
+        if not message:
+            loop.remove_reader(control.fileno())
+            stop.set()
+            return
+        head, _, data = message.partition(b"\n")
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            return
+        h = json.loads(head)
+        ident = int(h["id"])
+        door.adopt(socket.socket(fileno=fds[0]), data, str(h["peer"]), str(h["key"]), lambda: closed(ident))
+
+    loop.add_reader(control.fileno(), receive)
+
+
+async def run(config: ServerConfig, grace: float = 5.0, control_fd: int = -1) -> int:
     server, port = create_server("127.0.0.1:0", config)
-    server.grpc.add_generic_rpc_handlers((WorkerService(server).handler(),))
-    await server.start()
-    print(port, flush=True)
+    server.grpc.add_generic_rpc_handlers((WorkerService(server, port).handler(),))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    if control_fd >= 0:
+        adopt_connections(server, port, socket.socket(fileno=control_fd), stop)
+    await server.start()
+    print(port, flush=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # The front holds our stdin: its end (however the front ended) is ours.
@@ -148,10 +210,10 @@ async def run(config: ServerConfig, grace: float = 5.0) -> int:
 def main() -> int:
     line = sys.stdin.readline()
     config = config_from_json(line)
-    level, loop_name, grace = (sys.argv[1:] + ["info", "asyncio", "5"][len(sys.argv) - 1 :])[:3]
+    level, loop_name, grace, control = (sys.argv[1:] + ["info", "asyncio", "5", "-1"][len(sys.argv) - 1 :])[:4]
     configure_logging(level)
     with asyncio.Runner(loop_factory=loops.factory(loops.EventLoop(loop_name))) as runner:
-        return runner.run(run(config, float(grace)))
+        return runner.run(run(config, float(grace), int(control)))
 
 
 if __name__ == "__main__":

@@ -79,9 +79,12 @@ def _actions(record: dict[str, Any]) -> list[Any]:
     return [[(a["seat"], a["action"]) for a in hand["actions"]] for hand in record["hands"]]
 
 
+@pytest.mark.parametrize("hand_over", [True, False], ids=["socket-handed-over", "relayed-by-the-front"])
 def test_an_idle_session_moves_to_its_matchs_process_and_the_match_is_the_same_as_in_one_process(
-    tmp_path: Path,
+    tmp_path: Path, hand_over: bool
 ) -> None:
+    """With the socket handed over (plain TCP) and relayed by the front (as TLS connections are)."""
+
     async def in_one_process() -> list[Any]:
         async with running_server() as (_, port):
             bots = [kit_bot(port, n, tmp_path / f"one-{n}.log") for n in ("alpha", "beta")]
@@ -98,6 +101,9 @@ def test_an_idle_session_moves_to_its_matchs_process_and_the_match_is_the_same_a
 
     async def in_two() -> tuple[list[Any], int, str]:
         async with front() as f:
+            assert f.cluster.door is not None
+            if not hand_over:
+                f.cluster.door.hand_over = None
             alpha = kit_bot(f.port, "alpha", tmp_path / "alpha.log")
             beta = None
             admin = Admin(f.port)
@@ -109,6 +115,7 @@ def test_an_idle_session_moves_to_its_matchs_process_and_the_match_is_the_same_a
                 m = await admin.create(2, ["alpha", "beta"], hands=2, seed=21, match_key="repro-21")
                 ended = await admin.wait_ended(m.match_id, 60)
                 assert ended.termination == common.MATCH_TERMINATION_COMPLETED
+                assert f.cluster.handed_over == (3 if hand_over else 0)  # both bots, and beta again after its move
                 return _actions(await admin.record(m.match_id)), f.cluster.moves, m.match_id
             finally:
                 await admin.close()
@@ -138,6 +145,11 @@ def test_tables_spread_resume_finds_its_process_and_matchservice_works_through_t
                 for i, name in enumerate(bots):
                     made[name] = (await admin.create(2, [name, "house:random"], hands=3, seed=40 + i)).match_id
                 assert set(f.cluster.owner.values()) == {0, 1}  # both processes have tables
+                door = f.cluster.door
+                assert door is not None
+                # each bot's connection went to its process with its socket: the front holds its
+                # per-peer place, not its bytes
+                assert f.cluster.handed_over == 3 and len(door.handed) == 3
                 # each bot plays its first decision, then its connection breaks; Resume on a new one
                 for name, bot in bots.items():
                     await bot.play(stop_after=lambda msg: msg.WhichOneof("message") == "decision_request")
