@@ -40,7 +40,15 @@ from gaigel_server.firstcall import FirstCall
 from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
-from gaigel_server.server import SERVICE_NAMES, ServerConfig, connection_limit, listen_socket
+from gaigel_server.server import (
+    SERVICE_NAMES,
+    ServerConfig,
+    connection_limit,
+    connection_options,
+    listen_socket,
+    set_health,
+    watch_door,
+)
 from gaigel_server.worker import SERVICE, config_to_json
 
 MATCH_SERVICE = "gaigel.v1.MatchService"
@@ -119,7 +127,13 @@ class Cluster:
             self._httpd, _ = start_http_server(
                 self.config.metrics_port, self.config.metrics_address, registry=self.metrics.registry
             )
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(
+            options=[
+                *connection_options(self.config),  # the same per-connection limits as one process
+                ("grpc.max_receive_message_length", self.config.max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
         server.add_generic_rpc_handlers((self._match_handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
@@ -150,10 +164,10 @@ class Cluster:
         metrics.connections_open.set_function(lambda: door.held)
         await server.start()
         await door.start()
-        for name in (*SERVICE_NAMES, ""):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        await set_health(self.health, health_pb2.HealthCheckResponse.SERVING)
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._rebalance_loop()))
+        self._tasks.append(loop.create_task(watch_door(door, self.health)))
         for w in self.workers:
             self._tasks.append(loop.create_task(self._watch(w)))
         return door.port

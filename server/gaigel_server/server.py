@@ -142,25 +142,10 @@ class GaigelServer:
             self._health_watch = loop.create_task(self._watch_door(self.door))
 
     async def _set_health(self, status: Any) -> None:
-        for name in (*SERVICE_NAMES, ""):
-            await self.health.set(name, status)
+        await set_health(self.health, status)
 
     async def _watch_door(self, door: FrontDoor) -> None:
-        """NOT_SERVING while the front door refuses new connections at its global cap: a
-        balancer or an organiser's probe then knows that new bots cannot get in."""
-        serving = True
-        while True:
-            await asyncio.sleep(0.5)
-            refusing = door.refusing()
-            if refusing == serving:
-                serving = not refusing
-                await self._set_health(
-                    health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-                )
-                get_logger().warning(
-                    "connections_refused" if refusing else "connections_admitted_again",
-                    refused_at_cap=door.refused_global,
-                )
+        await watch_door(door, self.health)
 
     async def stop(self, grace: float | None = 5.0) -> None:
         """Aborts running matches (their records are written), then stops within *grace* seconds."""
@@ -182,6 +167,31 @@ class GaigelServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+
+async def set_health(health: HealthServicer, status: Any) -> None:
+    """*status* for every service and the server as a whole ("")."""
+    for name in (*SERVICE_NAMES, ""):
+        await health.set(name, status)
+
+
+async def watch_door(door: FrontDoor, health: HealthServicer) -> None:
+    """NOT_SERVING while the front door refuses new connections at its global cap: a
+    balancer or an organiser's probe then knows that new bots cannot get in."""
+    serving = True
+    while True:
+        await asyncio.sleep(0.5)
+        refusing = door.refusing()
+        if refusing == serving:
+            serving = not refusing
+            await set_health(
+                health,
+                health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING,
+            )
+            get_logger().warning(
+                "connections_refused" if refusing else "connections_admitted_again",
+                refused_at_cap=door.refused_global,
+            )
 
 
 def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = None) -> tuple[GaigelServer, int]:
@@ -434,4 +444,6 @@ __all__ = [
     "connection_options",
     "create_server",
     "serve",
+    "set_health",
+    "watch_door",
 ]

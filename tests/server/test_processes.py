@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from srvkit import ADMIN, BOTS, FAST, Admin, ScriptedBot, admin_md, run, running_server
 
@@ -195,6 +196,10 @@ def test_tables_spread_resume_finds_its_process_and_matchservice_works_through_t
                 with pytest.raises(grpc.aio.AioRpcError) as e:
                     await admin.stub.GetMatch(ms.GetMatchRequest(match_id=made["alpha"]), metadata=admin_md("wrong"))
                 assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                # health and reflection are the front's own
+                health = health_pb2_grpc.HealthStub(admin.channel)
+                checked = await health.Check(health_pb2.HealthCheckRequest(service="gaigel.v1.MatchService"))
+                assert checked.status == health_pb2.HealthCheckResponse.SERVING
                 # a bot registered at run time plays in every process (one token for all)
                 reg = await admin.stub.RegisterBot(ms.RegisterBotRequest(bot_name="delta"), metadata=admin_md())
                 for w in f.cluster.workers:
