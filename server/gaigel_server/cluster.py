@@ -223,7 +223,8 @@ class Cluster:
         return worker
 
     def _closed_there(self, w: Worker) -> None:
-        """A table process says which handed-over connections closed (their per-peer places free)."""
+        """A table process says which handed-over connections closed (their per-peer places free)
+        and which addresses its door backed off for churn (refused here at accept for a while)."""
         try:
             message = w.control.recv(4096)
         except (BlockingIOError, InterruptedError):
@@ -234,7 +235,11 @@ class Cluster:
             asyncio.get_running_loop().remove_reader(w.control.fileno())
             return
         if self.door is not None:
-            self.door.handed_closed(int(json.loads(message)["closed"]))
+            told = json.loads(message)
+            if "closed" in told:
+                self.door.handed_closed(int(told["closed"]))
+            elif "ban" in told:
+                self.door.ban(str(told["ban"]))
 
     async def _watch(self, w: Worker) -> None:
         code = await w.process.wait()

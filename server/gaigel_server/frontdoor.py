@@ -507,6 +507,8 @@ class FrontDoor:
         """With it, a connection whose first call it accepts is given away with its socket (the
         fd, the bytes read so far and the link): ``gaigel serve --processes`` hands a bot's
         connection to its table process, whose own door then relays it (TLS: relayed here)."""
+        self.on_ban: Callable[[str], None] | None = None
+        """Told of each address this door backs off (a table process tells its front, which accepts)."""
         self.links_made = 0
         self.handed: dict[int, str] = {}
         """Connections handed over and still open there: their per-peer places are still held here."""
@@ -730,7 +732,14 @@ class FrontDoor:
             self.count("churn")
             if self._banned.waiting(link.key) == 0:  # the back-off doubles once per ban, not per connection
                 self._banned.refused(link.key)
+                if self.on_ban is not None:
+                    self.on_ban(link.key)
             link.end(ENHANCE_YOUR_CALM)
+
+    def ban(self, key: str) -> None:
+        """Backs *key* off as a churn strike here would (a table process's door struck it)."""
+        if self._banned.waiting(key) == 0:
+            self._banned.refused(key)
 
     def end(self, grpc_peer: str) -> bool:
         """Ends (GOAWAY, then close) the client connection behind *grpc_peer*; False if unknown."""

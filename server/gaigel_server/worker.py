@@ -138,7 +138,8 @@ MAX_HANDOVER = 256 * 1024
 def adopt_connections(server: GaigelServer, port: int, control: socket.socket, stop: asyncio.Event) -> None:
     """Relays the connections the front hands over on *control* (their sockets come with the
     message) to this process's grpc through a door of its own, and tells the front when each
-    closes (it holds their per-peer places); the control socket's end is the front's end."""
+    closes (it holds their per-peer places) and which addresses churn backed off (it accepts);
+    the control socket's end is the front's end."""
     metrics = server.metrics
     door = FrontDoor(
         None,
@@ -154,9 +155,14 @@ def adopt_connections(server: GaigelServer, port: int, control: socket.socket, s
     loop = asyncio.get_running_loop()
     control.setblocking(False)
 
-    def closed(ident: int) -> None:
+    def tell(message: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
-            control.send(json.dumps({"closed": ident}).encode())
+            control.send(json.dumps(message).encode())
+
+    def closed(ident: int) -> None:
+        tell({"closed": ident})
+
+    door.on_ban = lambda key: tell({"ban": key})  # the front accepts: the back-off must be there
 
     def receive() -> None:
         try:

@@ -2,7 +2,8 @@
 real sockets, the Python kit as the bot that is moved). A table's seats all reach its process,
 tables spread over the processes, an idle session moves where its match is, Resume finds its
 match's process, MatchService works through the front, a hostile connection without a first
-call is ended, and the front stops when a table process dies."""
+call is ended, churn in a table process backs the address off at the front, and the front
+stops when a table process dies."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from srvkit import ADMIN, BOTS, FAST, Admin, ScriptedBot, admin_md, run, running_server
+from test_front_door import ATTACKER, PLAY_HEADERS, _closed_within, _frame, _goaway_code, _raw, _read_until_closed
 
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as common
@@ -246,5 +248,42 @@ def test_a_connection_without_a_first_call_gets_goaway_and_a_dead_process_stops_
             f.cluster.workers[1].process.kill()
             async with asyncio.timeout(10):
                 await f.cluster.failed.wait()
+
+    run(scenario(), 60)
+
+
+def test_churn_in_a_table_process_backs_the_address_off_at_the_front() -> None:
+    """A client whose connection was handed to a table process opens streams that never Join,
+    far more than are let wait: that process's door ends the connection (GOAWAY, ENHANCE_YOUR_CALM)
+    and the front, which accepts, closes the address's new connections for a while."""
+
+    async def scenario() -> None:
+        async with front() as f:
+            door = f.cluster.door
+            assert door is not None
+            reader, writer = await _raw(f.port)
+            assert (await reader.readexactly(9))[3] == 0x4  # the front's SETTINGS
+            join = bs.PlayRequest(join=bs.Join(bot_name="alpha", bot_token="wrong-token-123", protocol_version=1))
+            body = join.SerializeToString()
+            first = _frame(0x1, 0x4, 1, PLAY_HEADERS) + _frame(0x0, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body)
+            writer.write(_frame(0x4, 0x1, 0) + first)  # the ACK of the front's SETTINGS, then a Join
+            await writer.drain()
+            for _ in range(50):
+                if f.cluster.handed_over:
+                    break
+                await asyncio.sleep(0.05)
+            assert f.cluster.handed_over == 1 and not door.links  # the connection is in a table process now
+            with contextlib.suppress(ConnectionError):
+                writer.write(b"".join(_frame(0x1, 0x4, s, PLAY_HEADERS) for s in range(3, 2403, 2)))
+                await writer.drain()
+            assert _goaway_code(await _read_until_closed(reader, 10)) == 0xB
+            writer.close()
+            for _ in range(50):
+                if door._banned.waiting(ATTACKER) > 0:
+                    break
+                await asyncio.sleep(0.05)
+            again, _ = await _raw(f.port)
+            assert await _closed_within(again, 1.0), "the front let a backed-off address in again at once"
+            assert f.cluster.metrics.connections_refused.labels("churn")._value.get() >= 1
 
     run(scenario(), 60)
