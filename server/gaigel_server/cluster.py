@@ -37,7 +37,7 @@ from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import placement
 from gaigel_server.auth import bearer_token, new_token, tokens_equal
 from gaigel_server.firstcall import FirstCall
-from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
+from gaigel_server.frontdoor import Backend, DoorLimits, FrontDoor, tls_context
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.server import (
@@ -278,7 +278,7 @@ class Cluster:
 
     # --- routing (the door asks, synchronously, for each new connection) ----------------
 
-    def route(self, call: FirstCall) -> tuple[str, int]:
+    def route(self, call: FirstCall) -> Backend:
         """Where a connection is relayed to, by its first call: a table process, or the front's grpc."""
         assert self.door is not None
         k = self._decided[0] if self._decided is not None else self._target(call)
@@ -480,17 +480,17 @@ class Cluster:
 
     async def ListMatches(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         request = ms.ListMatchesRequest.FromString(raw)
-        # The page token is one token per process ("-": that process has no more).
-        tokens = request.page_token.split("|") if request.page_token else [""] * len(self.workers)
-        if len(tokens) != len(self.workers):
+        # The page token is one cursor per process ("-": that process has no more).
+        cursors = request.page_token.split("|") if request.page_token else [""] * len(self.workers)
+        if len(cursors) != len(self.workers):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token is not one this server issued")
         out = ms.ListMatchesResponse()
         following = []
-        for w, token in zip(self.workers, tokens, strict=True):
-            if token == "-":
+        for w, cursor in zip(self.workers, cursors, strict=True):
+            if cursor == "-":
                 following.append("-")
                 continue
-            request.page_token = token
+            request.page_token = cursor
             page = ms.ListMatchesResponse.FromString(await self._forward(w, name, request.SerializeToString()))
             out.matches.extend(page.matches)
             following.append(page.next_page_token or "-")
