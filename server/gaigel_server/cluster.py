@@ -37,7 +37,7 @@ from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import placement
 from gaigel_server.auth import bearer_token, new_token, tokens_equal
 from gaigel_server.firstcall import FirstCall
-from gaigel_server.frontdoor import Backend, DoorLimits, FrontDoor, tls_context
+from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.server import (
@@ -278,7 +278,7 @@ class Cluster:
 
     # --- routing (the door asks, synchronously, for each new connection) ----------------
 
-    def route(self, call: FirstCall) -> Backend:
+    def route(self, call: FirstCall) -> tuple[str, int]:
         """Where a connection is relayed to, by its first call: a table process, or the front's grpc."""
         assert self.door is not None
         k = self._decided[0] if self._decided is not None else self._target(call)

@@ -252,8 +252,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.processes > 1:
         if not args.front_door:
             raise CliError("--processes needs the front door (it routes each connection): drop --no-front-door")
-        if args.address.startswith("unix"):
-            raise CliError("--processes needs a TCP --address (the front door routes TCP connections)")
         from gaigel_server.cluster import serve_processes
 
         try:

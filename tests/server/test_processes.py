@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from srvkit import ADMIN, BOTS, FAST, Admin, ScriptedBot, admin_md, run, running_server
+from test_commands import BOT, GAIGEL, free_port, wait_serving
 from test_front_door import ATTACKER, PLAY_HEADERS, _closed_within, _frame, _goaway_code, _raw, _read_until_closed
 
 from gaigel_api.v1 import bot_service_pb2 as bs
@@ -287,3 +289,54 @@ def test_churn_in_a_table_process_backs_the_address_off_at_the_front() -> None:
             assert f.cluster.metrics.connections_refused.labels("churn")._value.get() >= 1
 
     run(scenario(), 60)
+
+
+def test_processes_without_the_front_door_is_one_line() -> None:
+    says = "--processes needs the front door"
+    out = subprocess.run(
+        [sys.executable, "-m", "gaigel.cli", "serve", "--processes", "2", "--metrics-port", "0", "--no-front-door"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_gaigel_serve_processes_plays_gaigel_try_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """The command line: `gaigel serve --processes 2` serves a match that `gaigel try --server`
+    registers a bot for and plays; its start-up line names the processes; SIGTERM: exit 0 after
+    each table process stopped."""
+    port = free_port()
+    err = tmp_path / "serve.log"
+    with err.open("w") as log:
+        proc = subprocess.Popen(
+            [
+                *GAIGEL,
+                *("serve", "--address", f"127.0.0.1:{port}", "--admin-token", ADMIN, "--processes", "2"),
+                *("--metrics-port", "0", "--records", str(tmp_path / "records")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        wait_serving(port, proc, tries=300, why=err.read_text)
+        out = subprocess.run(
+            [
+                *GAIGEL,
+                *("try", "--server", f"127.0.0.1:{port}", "--admin-token", ADMIN),
+                *("--players", "4", "--hands", "2", "--seed", "11", "--", *BOT),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr + err.read_text()
+        assert out.stdout.splitlines()[-1] == "ok: the bot completed the match without a fault"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert proc.returncode == 0, err.read_text()
+    started = next(json.loads(line) for line in err.read_text().splitlines() if '"server_started"' in line)
+    assert started["processes"] == 2
+    assert len(list((tmp_path / "records").glob("*.json"))) == 1  # written by the table process
+    assert err.read_text().count('"worker_stopping"') == 2  # each table process stopped in order
