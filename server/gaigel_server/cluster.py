@@ -187,7 +187,7 @@ class Cluster:
             self.config,
             front_door=False,
             registry=None,
-            metrics_port=None if self.config.metrics_port is None else self.config.metrics_port + 1 + k,
+            metrics_port=_metrics_port(self.config.metrics_port, k),
         )
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -531,6 +531,11 @@ class Cluster:
                 if e.code() != grpc.StatusCode.NOT_FOUND or w is self._owners_of(match_id)[-1]:
                     await context.abort(e.code(), e.details() or "")
                     return
+
+
+def _metrics_port(front: int | None, k: int) -> int | None:
+    """Table process *k*'s metrics port: --metrics-port + 1 + k (none without one, any with 0)."""
+    return front if not front else front + 1 + k
 
 
 async def serve_processes(address: str, config: ServerConfig, processes: int, grace: float = 5.0, **kw: Any) -> int:

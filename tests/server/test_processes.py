@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from gaigel_api.v1 import common_pb2 as common
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server.cluster import Cluster
 from gaigel_server.frontdoor import GOAWAY, PREFACE
-from gaigel_server.server import ServerConfig
+from gaigel_server.server import ServerConfig, check_bindable
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT_BOT = [sys.executable, str(ROOT / "clients" / "python" / "examples" / "random_bot.py")]
@@ -302,18 +303,31 @@ def test_processes_without_the_front_door_is_one_line() -> None:
     assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def free_ports(n: int) -> int:
+    """The first of *n* consecutive free loopback ports."""
+    for _ in range(50):
+        first = free_port()
+        try:
+            for k in range(n):
+                check_bindable(f"127.0.0.1:{first + k}", "--metrics-port")
+        except ValueError:
+            continue
+        return first
+    raise AssertionError(f"no {n} consecutive free ports")
+
+
 def test_gaigel_serve_processes_plays_gaigel_try_and_stops_on_sigterm(tmp_path: Path) -> None:
     """The command line: `gaigel serve --processes 2` serves a match that `gaigel try --server`
     registers a bot for and plays; its start-up line names the processes; SIGTERM: exit 0 after
     each table process stopped."""
-    port = free_port()
+    port, metrics = free_port(), free_ports(3)
     err = tmp_path / "serve.log"
     with err.open("w") as log:
         proc = subprocess.Popen(
             [
                 *GAIGEL,
                 *("serve", "--address", f"127.0.0.1:{port}", "--admin-token", ADMIN, "--processes", "2"),
-                *("--metrics-port", "0", "--records", str(tmp_path / "records")),
+                *("--metrics-port", str(metrics), "--records", str(tmp_path / "records")),
             ],
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -332,6 +346,15 @@ def test_gaigel_serve_processes_plays_gaigel_try_and_stops_on_sigterm(tmp_path: 
         )
         assert out.returncode == 0, out.stdout + out.stderr + err.read_text()
         assert out.stdout.splitlines()[-1] == "ok: the bot completed the match without a fault"
+        # the front's metrics on --metrics-port, table process k's on --metrics-port + 1 + k
+        front_text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
+        assert "gaigel_connections_open" in front_text
+        completed = [
+            'gaigel_matches_total{termination="completed"} 1.0'
+            in urllib.request.urlopen(f"http://127.0.0.1:{metrics + 1 + k}/metrics", timeout=10).read().decode()
+            for k in range(2)
+        ]
+        assert sorted(completed) == [False, True]  # the match played in one of them
     finally:
         proc.terminate()
         proc.wait(30)
