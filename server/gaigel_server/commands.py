@@ -219,7 +219,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         new_loop = loops.factory(EventLoop(args.loop))
     except loops.LoopUnavailable as e:
         raise CliError(str(e)) from None
-    check_bindable(args.address, "--address")
+    if not args.address.startswith("unix"):  # grpc binds unix: paths itself (no front door there)
+        check_bindable(args.address, "--address")
     if args.metrics_port:
         check_bindable(f"{args.metrics_address}:{args.metrics_port}", "--metrics-port")
     bots = load_bots_file(args.bots) if args.bots else {}
@@ -252,6 +253,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.processes > 1:
         if not args.front_door:
             raise CliError("--processes needs the front door (it routes each connection): drop --no-front-door")
+        if args.address.startswith("unix"):
+            raise CliError("--processes needs a TCP --address (the front door routes TCP connections)")
         from gaigel_server.cluster import serve_processes
 
         try:

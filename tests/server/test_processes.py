@@ -292,10 +292,16 @@ def test_churn_in_a_table_process_backs_the_address_off_at_the_front() -> None:
     run(scenario(), 60)
 
 
-def test_processes_without_the_front_door_is_one_line() -> None:
-    says = "--processes needs the front door"
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--no-front-door"], "--processes needs the front door"),
+        (["--address", "unix:/tmp/gaigel-processes-test.sock"], "--processes needs a TCP --address"),
+    ],
+)
+def test_processes_without_a_door_to_route_is_one_line(flags: list[str], says: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "gaigel.cli", "serve", "--processes", "2", "--metrics-port", "0", "--no-front-door"],
+        [sys.executable, "-m", "gaigel.cli", "serve", "--processes", "2", "--metrics-port", "0", *flags],
         capture_output=True,
         text=True,
         timeout=60,
