@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import placement
-from gaigel_server.auth import bearer_token, new_token, tokens_equal
+from gaigel_server.auth import AuthError, BotRegistry, bearer_token, new_token, tokens_equal
 from gaigel_server.firstcall import FirstCall
 from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
 from gaigel_server.logging import get_logger
@@ -96,6 +96,8 @@ class Cluster:
         self._decided: tuple[int | None] | None = None  # a hand-over's choice, for route() if it failed
         self.moves = 0
         self.handed_over = 0
+        self.bots = BotRegistry(config.bots)
+        """The registered bots as the front knows them (config, then RegisterBot through it)."""
         self.metrics = ServerMetrics(config.registry or CollectorRegistry(), config.max_bot_series)
         self.health = HealthServicer()
         self.door: FrontDoor | None = None
@@ -305,7 +307,8 @@ class Cluster:
     def _target(self, call: FirstCall) -> int | None:
         """The table process for a connection's first call; None for the front's own grpc."""
         if call.bot_name:
-            k = self._take_expected(call.bot_name)
+            # A place kept for a bot goes only to a Join with its token: anyone can name a bot.
+            k = self._take_expected(call.bot_name) if self._proves(call) else None
             if k is None:
                 k = min(
                     range(len(self.workers)),
@@ -323,6 +326,13 @@ class Cluster:
         """Tables not yet ended and idle sessions of process *k* at its last status."""
         status = self.workers[k].status
         return int(status["tables"]) + sum(len(v) for v in status["idle"].values())
+
+    def _proves(self, call: FirstCall) -> bool:
+        try:
+            self.bots.verify(call.bot_name, call.bot_token)
+        except AuthError:
+            return False
+        return True
 
     def _take_expected(self, bot: str) -> int | None:
         now = time.monotonic()
@@ -500,6 +510,7 @@ class Cluster:
     async def RegisterBot(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         out = await self._forward(self.workers[0], name, raw)
         reply = ms.RegisterBotResponse.FromString(out)
+        self.bots.set(reply.bot_name, reply.bot_token)
         for w in self.workers[1:]:
             await self._call(w, "SetBot", {"name": reply.bot_name, "token": reply.bot_token})
         return out
@@ -515,6 +526,7 @@ class Cluster:
         ended = 0
         for w in self.workers:
             ended += ms.UnregisterBotResponse.FromString(await self._forward(w, name, raw)).sessions_ended
+        self.bots.unregister(request.bot_name)
         return ms.UnregisterBotResponse(bot_name=request.bot_name, sessions_ended=ended).SerializeToString()
 
     async def WatchMatch(self, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:

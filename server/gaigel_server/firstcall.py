@@ -37,6 +37,8 @@ class FirstCall:
     path: str
     bot_name: str = ""
     """The Join's bot_name (a Play stream that starts with Join)."""
+    bot_token: str = dataclasses.field(default="", repr=False)
+    """The Join's bot_token: only a Join that proves its name may take a place kept for that bot."""
     match_id: str = ""
     """The Resume's match_id (a Play stream that starts with Resume)."""
 
@@ -132,7 +134,10 @@ class FirstCallReader:
         except DecodeError:
             self.call = FirstCall(PLAY_PATH)  # refused with its message by whichever process gets it
             return
-        self.call = FirstCall(PLAY_PATH, bot_name=first.join.bot_name, match_id=first.resume.match_id)
+        join = first.join
+        self.call = FirstCall(
+            PLAY_PATH, bot_name=join.bot_name, bot_token=join.bot_token, match_id=first.resume.match_id
+        )
 
 
 def _unpad(payload: bytes, flags: int, priority: int) -> bytes:

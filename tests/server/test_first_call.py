@@ -45,7 +45,8 @@ def grpc_message(message: bytes) -> bytes:
     return b"\x00" + len(message).to_bytes(4, "big") + message
 
 
-JOIN = bs.PlayRequest(join=bs.Join(bot_name="alpha", bot_token="t" * 20, protocol_version=1)).SerializeToString()
+TOKEN = "t" * 20
+JOIN = bs.PlayRequest(join=bs.Join(bot_name="alpha", bot_token=TOKEN, protocol_version=1)).SerializeToString()
 
 
 def connection(
@@ -91,16 +92,17 @@ def test_the_join_is_read_in_any_split_and_only_the_ack_is_held_back(
     points = sorted({0, len(data), *(c for c in cuts if c < len(data))})
     reader = read_in([data[a:b] for a, b in itertools.pairwise(points)])
     assert reader.done and not reader.error
-    assert reader.call == FirstCall(PLAY_PATH, bot_name="alpha")
+    assert reader.call == FirstCall(PLAY_PATH, bot_name="alpha", bot_token=TOKEN)
     assert reader.held() == data.replace(ACK, b"", 1)  # every other byte reaches grpc unchanged
 
 
 def test_not_done_until_the_ack_of_the_doors_settings_came() -> None:
     data = connection(ack_after=True, huffman=True, stream=1, padded=False, continuation=False)
     reader = read_in([data[: -len(ACK)]])
-    assert reader.call == FirstCall(PLAY_PATH, bot_name="alpha") and not reader.done
+    assert reader.call == FirstCall(PLAY_PATH, bot_name="alpha", bot_token=TOKEN) and not reader.done
     reader.feed(ACK)
     assert reader.done
+    assert TOKEN not in repr(reader.call)  # a call that is logged does not show the bot's token
 
 
 def test_resume_and_other_calls_and_bad_input() -> None:
@@ -168,5 +170,5 @@ def test_grpc_cores_first_calls_are_read() -> None:
         loop.close()
     assert play.startswith(PREFACE) and get.startswith(PREFACE)
     reader = read_in([play[len(PREFACE) :]])
-    assert reader.call == FirstCall(PLAY_PATH, bot_name="alpha") and reader.done
+    assert reader.call == FirstCall(PLAY_PATH, bot_name="alpha", bot_token=TOKEN) and reader.done
     assert read_in([get[len(PREFACE) :]]).call == FirstCall("/gaigel.v1.MatchService/GetMatch")

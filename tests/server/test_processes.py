@@ -369,3 +369,42 @@ def test_gaigel_serve_processes_plays_gaigel_try_and_stops_on_sigterm(tmp_path: 
     assert started["processes"] == 2
     assert len(list((tmp_path / "records").glob("*.json"))) == 1  # written by the table process
     assert err.read_text().count('"worker_stopping"') == 2  # each table process stopped in order
+
+
+def test_a_join_without_the_bots_token_cannot_take_the_place_kept_for_that_bot() -> None:
+    """A match waits for alpha, who is not connected: the front keeps the next Join of alpha for
+    the match's process. Joins naming alpha with a wrong token (anyone can name a bot) do not
+    use that place up; alpha's own Join takes it and the match plays."""
+
+    async def scenario() -> None:
+        async with front() as f:
+            admin = Admin(f.port)
+            try:
+                m = await admin.create(2, ["alpha", "house:random"], hands=1, seed=5)
+                k = f.cluster.owner[m.match_id]
+
+                def kept() -> int:
+                    return len(f.cluster.expected.get((k, "alpha"), ()))
+
+                for _ in range(100):
+                    if kept():
+                        break
+                    await asyncio.sleep(0.05)
+                assert kept() == 1
+                for i in range(5):
+                    hostile = Bot(f.port, "alpha", token=f"not-alphas-token-{i}")
+                    await hostile.open()
+                    await hostile.play()
+                    assert hostile.status == grpc.StatusCode.UNAUTHENTICATED
+                    await hostile.close()
+                assert kept() == 1  # still kept for alpha
+                alpha = Bot(f.port, "alpha")
+                await alpha.open()
+                await alpha.play()
+                ended = await admin.wait_ended(m.match_id, 30)
+                assert ended.termination == common.MATCH_TERMINATION_COMPLETED and f.cluster.moves == 0
+                await alpha.close()
+            finally:
+                await admin.close()
+
+    run(scenario(), 60)
