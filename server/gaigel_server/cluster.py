@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import sys
 import time
 from collections import OrderedDict, deque
@@ -28,24 +29,24 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import placement
 from gaigel_server.auth import AuthError, BotRegistry, bearer_token, new_token, tokens_equal
 from gaigel_server.firstcall import FirstCall
-from gaigel_server.frontdoor import DoorLimits, FrontDoor, tls_context
+from gaigel_server.frontdoor import FrontDoor, tls_context
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.server import (
-    SERVICE_NAMES,
     ServerConfig,
-    connection_limit,
+    add_health_and_reflection,
     connection_options,
     listen_socket,
+    new_door,
+    read_tls,
     set_health,
     watch_door,
 )
@@ -93,7 +94,6 @@ class Cluster:
         self.expected: dict[tuple[int, str], deque[float]] = {}
         self.moving: dict[str, float] = {}  # session id -> when its move began
         self.routed = [0] * processes
-        self._decided: tuple[int | None] | None = None  # a hand-over's choice, for route() if it failed
         self.moves = 0
         self.handed_over = 0
         self.bots = BotRegistry(config.bots)
@@ -137,33 +137,17 @@ class Cluster:
             ]
         )
         server.add_generic_rpc_handlers((self._match_handler(),))
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-            server,
-        )
+        add_health_and_reflection(server, self.health)
         own = server.add_insecure_port("127.0.0.1:0")
         self.grpc = server
-        tls = None
-        if self.config.tls_cert and self.config.tls_key:
-            with open(self.config.tls_cert, "rb") as cert, open(self.config.tls_key, "rb") as key:
-                tls = tls_context(cert.read(), key.read())
-        limits = DoorLimits(
-            max_connections=connection_limit(self.config.max_connections, per_connection=3),
-            per_peer=self.config.max_connections_per_peer,
+        tls = read_tls(self.config)
+        try:
+            context = tls_context(*tls) if tls else None
+        except ssl.SSLError as e:
+            raise ValueError(f"cannot use the TLS certificate and key: {e}") from None
+        door = self.door = new_door(
+            sock, ("127.0.0.1", own), self.config, self.metrics, context, route=self.route, hand_over=self.hand_over
         )
-        metrics = self.metrics
-        self.door = FrontDoor(
-            sock,
-            ("127.0.0.1", own),
-            limits,
-            tls,
-            lambda reason: metrics.connections_refused.labels(reason).inc(),
-            route=self.route,
-            hand_over=self.hand_over,
-        )
-        door = self.door
-        metrics.connections_open.set_function(lambda: door.held)
         await server.start()
         await door.start()
         await set_health(self.health, health_pb2.HealthCheckResponse.SERVING)
@@ -283,24 +267,21 @@ class Cluster:
     def route(self, call: FirstCall) -> tuple[str, int]:
         """Where a connection is relayed to, by its first call: a table process, or the front's grpc."""
         assert self.door is not None
-        k = self._decided[0] if self._decided is not None else self._target(call)
-        self._decided = None
+        k = self._target(call)
         return self.door.backend if k is None else self.workers[k].address
 
-    def hand_over(self, call: FirstCall, fd: int, data: bytes, link: Any) -> bool:
-        """Gives a bot's connection to its table process with its socket (the front then carries
-        none of its bytes); False: relayed here (the front's own calls, a hand-over that failed)."""
-        k = self._target(call)
+    def hand_over(self, target: tuple[str, int], fd: int, data: bytes, link: Any) -> bool:
+        """Gives a connection routed to a table process to it with its socket (the front then
+        carries none of its bytes); False: relayed here (the front's own calls, a hand-over that failed)."""
+        k = next((w.index for w in self.workers if w.address == target), None)
         if k is None:
             return False
-        self._decided = (k,)  # if the hand-over fails, route() relays it there (the door asks at once)
         head = json.dumps({"id": link.ident, "peer": link.peer, "key": link.key}).encode()
         try:
             socket.send_fds(self.workers[k].control, [head + b"\n" + data], [fd])
         except OSError as e:
             self.log.warning("hand_over_failed", process=k, error=str(e))
             return False
-        self._decided = None
         self.handed_over += 1
         return True
 

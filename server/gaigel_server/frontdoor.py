@@ -259,7 +259,7 @@ class _Link(asyncio.Protocol):
         self.door = door
         self.transport: asyncio.Transport | None = None
         self.backend: _Backend | None = None
-        self.first = FirstCallReader() if door.route is not None or door.hand_over is not None else None
+        self.first = FirstCallReader() if door.route is not None else None
         """The first call, while the door reads it to choose a process (routing only)."""
         self.target = door.backend
         self.draining = False
@@ -340,17 +340,18 @@ class _Link(asyncio.Protocol):
             return
         self.first = None
         held = first.held()
-        assert first.call is not None and self.transport is not None
+        assert first.call is not None and self.transport is not None and self.door.route is not None
+        self.target = self.door.route(first.call)
         hand_over = self.door.hand_over
         sock = self.transport.get_extra_info("socket")
-        if hand_over is not None and sock is not None and hand_over(first.call, sock.fileno(), PREFACE + held, self):
+        if hand_over is not None and sock is not None and hand_over(self.target, sock.fileno(), PREFACE + held, self):
             # The socket now lives on in the other process; this one's copy goes without a word.
             self.handed = True
             self.transport.abort()
             return
         self.up.feed(held)
         self.early.append(PREFACE + held)
-        self.door.connect(self, first.call)
+        self.door.connect(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close()
@@ -500,12 +501,12 @@ class FrontDoor:
         tls: ssl.SSLContext | None = None,
         count: Callable[[str], None] = lambda reason: None,
         route: Callable[[FirstCall], tuple[str, int]] | None = None,
-        hand_over: Callable[[FirstCall, int, bytes, _Link], bool] | None = None,
+        hand_over: Callable[[tuple[str, int], int, bytes, _Link], bool] | None = None,
     ) -> None:
         self.route = route
         self.hand_over = hand_over if tls is None else None
-        """With it, a connection whose first call it accepts is given away with its socket (the
-        fd, the bytes read so far and the link): ``gaigel serve --processes`` hands a bot's
+        """With it (and *route*), a connection is offered with its socket to where *route* sent it
+        (the target, the fd, the bytes read so far and the link); if taken, it is given away: ``gaigel serve --processes`` hands a bot's
         connection to its table process, whose own door then relays it (TLS: relayed here)."""
         self.on_ban: Callable[[str], None] | None = None
         """Told of each address this door backs off (a table process tells its front, which accepts)."""
@@ -670,10 +671,8 @@ class FrontDoor:
         else:
             self.per_peer.pop(key, None)
 
-    def connect(self, link: _Link, call: FirstCall | None = None) -> None:
-        """Connects *link* to grpc: the door's own backend, or where :attr:`route` sends *call*."""
-        if call is not None and self.route is not None:
-            link.target = self.route(call)
+    def connect(self, link: _Link) -> None:
+        """Connects *link* to grpc at its target: the door's own backend, or where :attr:`route` sent it."""
         asyncio.get_running_loop().create_task(self._connect(link))
 
     async def _connect(self, link: _Link) -> None:

@@ -194,6 +194,50 @@ async def watch_door(door: FrontDoor, health: HealthServicer) -> None:
             )
 
 
+def add_health_and_reflection(server: grpc.aio.Server, health: HealthServicer) -> None:
+    """The standard health service and server reflection of gaigel.v1's services."""
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
+
+
+def read_tls(config: ServerConfig) -> tuple[bytes, bytes] | None:
+    """The certificate chain and key of *config* (None without TLS).
+
+    :raises ValueError: one of the two missing, or a file that cannot be read.
+    """
+    if not (config.tls_cert or config.tls_key):
+        return None
+    if not (config.tls_cert and config.tls_key):
+        raise ValueError("TLS needs both --tls-cert and --tls-key")
+    try:
+        return Path(config.tls_cert).read_bytes(), Path(config.tls_key).read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read TLS file: {e}") from None
+
+
+def new_door(
+    sock: socket.socket | None,
+    backend: tuple[str, int],
+    config: ServerConfig,
+    metrics: ServerMetrics,
+    tls: ssl.SSLContext | None = None,
+    **routing: Any,
+) -> FrontDoor:
+    """A front door with *config*'s connection limits, counted in *metrics* (*routing*: the
+    ``route`` and ``hand_over`` of ``gaigel serve --processes``)."""
+    limits = DoorLimits(
+        max_connections=connection_limit(config.max_connections, per_connection=3),
+        per_peer=config.max_connections_per_peer,
+    )
+    door = FrontDoor(
+        sock, backend, limits, tls, lambda reason: metrics.connections_refused.labels(reason).inc(), **routing
+    )
+    metrics.connections_open.set_function(lambda: door.held)
+    return door
+
+
 def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = None) -> tuple[GaigelServer, int]:
     """Builds a server bound to *address* (port 0 picks a free one); call ``await server.start()``.
 
@@ -245,20 +289,8 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
     server.add_generic_rpc_handlers((matches.handler(),))
     out = GaigelServer(server, lobby, metrics, config, registry)
     out.play, out.admin = bots, matches  # for tests and benchmarks that look inside
-    health_pb2_grpc.add_HealthServicer_to_server(out.health, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
-    )
-    tls = None
-    if config.tls_cert or config.tls_key:
-        if not (config.tls_cert and config.tls_key):
-            raise ValueError("TLS needs both --tls-cert and --tls-key")
-        try:
-            cert = Path(config.tls_cert).read_bytes()
-            key = Path(config.tls_key).read_bytes()
-        except OSError as e:
-            raise ValueError(f"cannot read TLS file: {e}") from None
-        tls = (cert, key)
+    add_health_and_reflection(server, out.health)
+    tls = read_tls(config)
     if config.front_door and not address.startswith("unix"):
         sock = listen_socket(address)
         # grpc listens on a loopback port of its own; the door relays the public address to it.
@@ -271,19 +303,7 @@ def create_server(address: str = DEFAULT_ADDRESS, config: ServerConfig | None = 
         except ssl.SSLError as e:
             sock.close()
             raise ValueError(f"cannot use the TLS certificate and key: {e}") from None
-        limits = DoorLimits(
-            max_connections=connection_limit(config.max_connections, per_connection=3),
-            per_peer=config.max_connections_per_peer,
-        )
-        out.door = FrontDoor(
-            sock,
-            ("127.0.0.1", backend),
-            limits,
-            context,
-            lambda reason: metrics.connections_refused.labels(reason).inc(),
-        )
-        door = out.door
-        metrics.connections_open.set_function(lambda: door.held)
+        out.door = new_door(sock, ("127.0.0.1", backend), config, metrics, context)
         bots.door = matches.door = out.door
         return out, out.door.port
     if tls:
@@ -439,10 +459,13 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "GaigelServer",
     "ServerConfig",
+    "add_health_and_reflection",
     "check_bindable",
     "check_writable_dir",
     "connection_options",
     "create_server",
+    "new_door",
+    "read_tls",
     "serve",
     "set_health",
     "watch_door",

@@ -28,10 +28,9 @@ import grpc
 from gaigel_server import loops
 from gaigel_server.auth import bearer_token, tokens_equal
 from gaigel_server.clock import Clock
-from gaigel_server.frontdoor import DoorLimits, FrontDoor
 from gaigel_server.lobby import Lobby
 from gaigel_server.logging import configure_logging, get_logger
-from gaigel_server.server import GaigelServer, ServerConfig, create_server
+from gaigel_server.server import GaigelServer, ServerConfig, create_server, new_door
 from gaigel_server.session import Abort
 from gaigel_server.states import TableState
 
@@ -140,18 +139,10 @@ def adopt_connections(server: GaigelServer, port: int, control: socket.socket, s
     message) to this process's grpc through a door of its own, and tells the front when each
     closes (it holds their per-peer places) and which addresses churn backed off (it accepts);
     the control socket's end is the front's end."""
-    metrics = server.metrics
-    door = FrontDoor(
-        None,
-        ("127.0.0.1", port),
-        DoorLimits(),
-        None,
-        lambda reason: metrics.connections_refused.labels(reason).inc(),
-    )
+    door = new_door(None, ("127.0.0.1", port), server.config, server.metrics)
     server.door = door
     assert server.play is not None and server.admin is not None
     server.play.door = server.admin.door = door
-    metrics.connections_open.set_function(lambda: door.held)
     loop = asyncio.get_running_loop()
     control.setblocking(False)
 
