@@ -112,6 +112,7 @@ class BotPool:
         self._containers: dict[Key, str] = {}
         self._cgroup_files: dict[Key, dict[str, Path]] = {}
         self._cpu_used: dict[Key, float] = {}
+        self._memory_hits: dict[Key, int] = {}  # a podman container's hits of its memory limit, last seen
         self._pids_seen: dict[Key, int] = {}
         self._limit_killed: set[Key] = set()
         self._bot_of: dict[str, str] = {}
@@ -334,6 +335,7 @@ class BotPool:
             self._containers[key] = container
             self._cgroup_files.pop(key, None)
             self._cpu_used[key] = 0.0
+            self._memory_hits[key] = 0
             self._pids_seen[key] = 0
             podman, env = sandbox.podman_command(
                 container, self._images[bot.name], command, gaigel, self.socket_dir, limits
@@ -446,6 +448,8 @@ class BotPool:
                 self._cgroup_files[key] = files
             files = self._cgroup_files[key]
             self._cpu_used[key] = max(self._cpu_used.get(key, 0.0), sandbox.cpu_seconds_used(files.get("cpu")))
+            memory_hits = sandbox.memory_limit_hits(files.get("memory"))
+            self._memory_hits[key] = max(self._memory_hits.get(key, 0), memory_hits)
             hits = sandbox.pids_limit_hits(files.get("pids"))
         if hits > self._pids_seen.get(key, 0) and key not in self._limit_killed:
             self._pids_seen[key] = hits
@@ -477,6 +481,7 @@ class BotPool:
             max(self._cpu_used.get(key, 0.0), group.cpu_seconds() if group else 0.0),
             self._limits(bot).cpu_seconds,
             group.oom_kills() if group else 0,
+            self._memory_hits.get(key, 0),
         )
         if reason == sandbox.REASON_EXIT and proc.returncode == 0:
             log.info("bot_exited", bot=bot.name, process=name, instance=k, exit_code=0)  # a clean exit is no fault

@@ -380,8 +380,9 @@ def remove_containers(names: list[str]) -> None:
 
 
 def container_cgroup_files(name: str) -> dict[str, Path]:
-    """The cgroup files of the running container *name* the arena watches (``pids.events``
-    and the CPU time used: ``cpuacct.usage`` in ns on cgroup v1, ``cpu.stat`` on v2)."""
+    """The cgroup files of the running container *name* the arena watches (``pids.events``,
+    the CPU time used: ``cpuacct.usage`` in ns on cgroup v1, ``cpu.stat`` on v2, and the
+    memory limit's hits: ``memory.failcnt`` on v1, ``memory.events`` on v2)."""
     pid = _podman_state(name).get("Pid")
     if not isinstance(pid, int) or pid <= 0:
         return {}
@@ -397,10 +398,13 @@ def container_cgroup_files(name: str) -> dict[str, Path]:
             candidates["pids"] = Path("/sys/fs/cgroup", controllers, path.lstrip("/"), "pids.events")
         if "cpuacct" in names:
             candidates["cpu"] = Path("/sys/fs/cgroup", controllers, path.lstrip("/"), "cpuacct.usage")
+        if "memory" in names:
+            candidates["memory"] = Path("/sys/fs/cgroup", controllers, path.lstrip("/"), "memory.failcnt")
         if controllers == "":  # cgroup v2: one folder for every controller
             folder = Path("/sys/fs/cgroup", path.lstrip("/"))
             candidates.setdefault("pids", folder / "pids.events")
             candidates.setdefault("cpu", folder / "cpu.stat")
+            candidates.setdefault("memory", folder / "memory.events")
     return {key: f for key, f in candidates.items() if f.is_file()}
 
 
@@ -419,6 +423,24 @@ def cpu_seconds_used(file: Path | None) -> float:
     except (OSError, ValueError):
         pass
     return 0.0
+
+
+def memory_limit_hits(file: Path | None) -> int:
+    """How often the container's memory use met its limit (``memory.failcnt`` on v1, ``max``
+    in ``memory.events`` on v2); 0 if unknown."""
+    if file is None:
+        return 0
+    try:
+        text = file.read_text()
+        if file.name == "memory.failcnt":
+            return int(text)
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def pids_limit_hits(file: Path | None) -> int:
@@ -442,22 +464,29 @@ def exit_reason(
     cpu_used: float = 0.0,
     cpu_limit: int = 0,
     oom_kills: int = 0,
+    memory_hits: int = 0,
 ) -> tuple[str, str]:
     """(reason code, message) for a bot process that ended with *returncode*.
 
     ``podman run`` and ``bwrap`` exit with 128 + the signal of the bot's main process. A
-    SIGKILL (137) comes from the kernel: at the CPU-time hard limit when the bot had used
-    about its *cpu_limit* (*cpu_used*, last seen by the arena), else from the memory
-    limit's OOM killer (podman on cgroup v1 does not always set OOMKilled; a bwrap bot's
-    cgroup counts *oom_kills*).
+    SIGKILL (137) comes from the kernel: from the memory limit's OOM killer when podman says
+    OOMKilled, the bot's cgroup counts *oom_kills* or a container was seen meeting its
+    memory limit (*memory_hits*; podman on cgroup v1 does not always set OOMKilled). That
+    comes first: a bot thrashing at its memory limit burns CPU time too, and a bot at its
+    CPU-time limit gets SIGXCPU before the hard limit's SIGKILL. Else a SIGKILL is the
+    CPU-time hard limit when the bot had used about its *cpu_limit* (*cpu_used*, last seen
+    by the arena), else the OOM killer again.
     """
     if sandbox in ("podman", "bwrap"):
         state = _podman_state(container) if sandbox == "podman" and container else {}
         code = state.get("ExitCode", returncode)
+        killed = code == 128 + signal.SIGKILL
+        if killed and (state.get("OOMKilled") or oom_kills > 0 or memory_hits > 0):
+            return REASON_OOM, f"killed by the kernel at the memory limit (exit code {code})"
         cpu_spent = cpu_limit > 0 and cpu_used >= 0.8 * cpu_limit
-        if code == 128 + signal.SIGXCPU or (code == 128 + signal.SIGKILL and cpu_spent):
+        if code == 128 + signal.SIGXCPU or (killed and cpu_spent):
             return REASON_CPU, f"killed at its CPU-time limit of {cpu_limit} s (exit code {code})"
-        oom = state.get("OOMKilled") or oom_kills > 0 or (sandbox == "podman" and code == 128 + signal.SIGKILL)
+        oom = state.get("OOMKilled") or oom_kills > 0 or (sandbox == "podman" and killed)
         if oom:
             return REASON_OOM, f"killed by the kernel at the memory limit (exit code {code})"
         if code > 128:

@@ -450,3 +450,27 @@ class TestSandboxConfig:
         config = _config({"name": "b", "image": "localhost/b:1", "sandbox": "podman"})
         with pytest.raises(ValueError, match="'b': sandbox = podman, but podman is not installed"):
             run_arena(config, tmp_path / "out", workers=1, bootstrap_samples=0)
+
+
+class TestExitReason:
+    """How a sandboxed bot's end is told: the kernel's own word first."""
+
+    def test_an_oom_kill_counted_by_the_cgroup_is_oom_even_after_much_cpu(self) -> None:
+        # A bot thrashing at its memory limit burns CPU time too (the mem probe once came out
+        # SANDBOX_CPU under load): the cgroup's oom_kill count decides, not the CPU heuristic.
+        from gaigel_arena.sandbox import REASON_CPU, REASON_OOM, exit_reason
+
+        assert exit_reason("bwrap", 137, cpu_used=1.9, cpu_limit=2, oom_kills=1)[0] == REASON_OOM
+        assert exit_reason("bwrap", 137, cpu_used=1.9, cpu_limit=2, oom_kills=0)[0] == REASON_CPU
+        assert exit_reason("bwrap", 128 + 24, cpu_used=2.0, cpu_limit=2)[0] == REASON_CPU  # SIGXCPU
+        assert exit_reason("bwrap", 137, cpu_used=0.1, cpu_limit=2, oom_kills=1)[0] == REASON_OOM
+
+    def test_a_container_seen_at_its_memory_limit_is_oom_when_killed(self, tmp_path: Path) -> None:
+        from gaigel_arena.sandbox import REASON_CPU, REASON_OOM, exit_reason, memory_limit_hits
+
+        v1, v2 = tmp_path / "memory.failcnt", tmp_path / "memory.events"
+        v1.write_text("17\n")
+        v2.write_text("low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\n")
+        assert (memory_limit_hits(v1), memory_limit_hits(v2), memory_limit_hits(None)) == (17, 5, 0)
+        assert exit_reason("podman", 137, cpu_used=1.9, cpu_limit=2, memory_hits=17)[0] == REASON_OOM
+        assert exit_reason("podman", 137, cpu_used=1.9, cpu_limit=2, memory_hits=0)[0] == REASON_CPU
