@@ -289,14 +289,9 @@ class Lobby:
     async def shutdown(self) -> None:
         """Aborts every table (records written), then ends every session."""
         self.closing = True
-        tasks = []
         for table in list(self.tables.values()):
             if table.state is not TableState.ENDED:
-                self.cancel(table, MatchTermination.ABORTED, "server shutdown")
-                if table.task is not None:
-                    tasks.append(table.task)
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+                self.cancel(table, MatchTermination.ABORTED, "server shutdown")  # ends it at once
         for live in list(self.sessions.values()):
             for sess in list(live):
                 sess.close()

@@ -641,9 +641,6 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self.lobby.cancel(
             table, MatchTermination.CANCELLED, clip(request.reason, 200) or "cancelled by an administrator"
         )
-        if table.task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(table.task)
         return ms.CancelMatchResponse(match=table.to_proto(admin=True))
 
     async def GetMatchRecord(

@@ -96,9 +96,13 @@ WRITE_WAIT = 1.0
 when the request was queued (a stream whose writer is stuck must not stop the clock)."""
 
 
+Outcome = Answer | Forfeited | None
+"""How an open decision ends: the accepted Answer, None at the deadline, or Forfeited."""
+
+
 class _Pending:
-    """The open decision of a remote seat: its outcome (the accepted Answer, None at the deadline,
-    or Forfeited) and the one timer that ends it.
+    """The open decision of a remote seat: what the table asked (to judge the outcome by), the one
+    timer that ends it, and whom to tell its outcome (:meth:`settle`, once).
 
     The deadline runs from when the request's write began, which the writer notes on the queued
     message; the table does not wait for that write (one hand-off fewer per decision): the timer
@@ -106,14 +110,32 @@ class _Pending:
     write's start. At the deadline the seat's ledger closes the decision at once, so an answer
     read later is judged late by the ledger, never taken for the next decision."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, ledger: SeatLedger, clock: SeatClock, queued: float) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        ledger: SeatLedger,
+        clock: SeatClock,
+        queued: float,
+        on_outcome: Callable[[Outcome], None],
+    ) -> None:
         self.loop = loop
         self.ledger = ledger
         self.clock = clock
         self.queued = queued
         self.request: Outgoing | None = None  # None when no stream was attached
-        self.answer: asyncio.Future[Answer | Forfeited | None] = loop.create_future()
+        self.settled = False
+        self.outcome: Outcome = None
+        self._on_outcome = on_outcome
         self._timer: asyncio.TimerHandle | None = None
+        # What the table asked, set by Table._ask: the seat, the decision id and legal actions,
+        # and the seat's strikes, connection and request's sequence number when it was asked.
+        self.seat = 0
+        self.hand = 0
+        self.decision_id = ""
+        self.legal: list[int] = []
+        self.strikes_before = 0
+        self.was_connected = True
+        self.request_sequence = 0
 
     def start(self) -> float:
         """When the decision's clock started: the write's start, or the queueing (see WRITE_WAIT)."""
@@ -126,10 +148,15 @@ class _Pending:
     def disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
 
-    def settle(self, outcome: Answer | Forfeited | None) -> None:
-        if not self.answer.done():
-            self.answer.set_result(outcome)
+    def settle(self, outcome: Outcome) -> None:
+        """Ends the decision with *outcome* (the first one counts) and tells the table."""
+        if self.settled:
+            return
+        self.settled, self.outcome = True, outcome
+        self.disarm()
+        self._on_outcome(outcome)
 
     def _write_awaited(self, now: float) -> bool:
         """The request is queued but its write has not begun, and WRITE_WAIT has not run out."""
@@ -143,8 +170,9 @@ class _Pending:
         return self.loop.time() + (deadline - now)
 
     def _fire(self) -> None:
+        self._timer = None
         now = time.monotonic()
-        if self.answer.done():
+        if self.settled:
             return
         if now < self.clock.deadline(self.start()) or self._write_awaited(now):
             self._timer = self.loop.call_at(self._when(now), self._fire)
@@ -160,7 +188,7 @@ def _now_ts() -> timestamp_pb2.Timestamp:
 
 
 class Table:
-    """One match: its seats, record and the task that plays it."""
+    """One match: its seats, record and the steps that play it."""
 
     def __init__(
         self,
@@ -194,15 +222,16 @@ class Table:
         self._record_z: bytes | None = None  # the record as compressed JSON once the match has ended
         self.driver: MatchDriver | None = None
         """Steps the match and writes its record, from the start (or a cancel while waiting) to the end."""
-        self.task: asyncio.Task[None] | None = None
         self.over = asyncio.Event()
         """Set once the match has ended, its record kept (see :meth:`gaigel_server.lobby.Lobby.play`)."""
-        self.cancel_termination = MatchTermination.CANCELLED
         self.cancel_reason = ""
         self.seats = [Seat(self, s, clock) for s in range(n)]
         self.faults: list[list[cm.Fault]] = [[] for _ in range(n)]
         self.broadcast = Broadcast(self.seats)
         self._pending: _Pending | None = None  # the open decision of a remote seat
+        self._stepping = False  # _advance is running (an outcome or cancel it causes waits for it)
+        self._cancelled: MatchTermination | None = None  # a cancel asked for during a step
+        self._later: asyncio.Handle | None = None  # the next step, scheduled (the start, after a house run)
         self._house_run = 0  # house decisions since the table last let others run
         self.forfeit_side: int | None = None
         self.forfeit: Forfeit | None = None
@@ -362,14 +391,14 @@ class Table:
     # --- life cycle ------------------------------------------------------------------
 
     def start(self, sessions: dict[int, BotSession]) -> None:
-        """Binds *sessions* to their seats and starts the runner task."""
+        """Binds *sessions* to their seats and starts the match at the loop's next turn."""
         for seat, sess in sessions.items():
             self.seats[seat].bind(sess)
             self.versions[seat] = sess.bot_version
         self.state = TableState.RUNNING
         self.start_time = _now_ts()
         self._open_driver()
-        self.task = asyncio.get_running_loop().create_task(self.run(), name=f"match-{self.match_id}")
+        self._later = asyncio.get_running_loop().call_soon(self._advance, True)
 
     def _open_driver(self) -> MatchDriver:
         """Starts the match's driver and record (also of a match cancelled while waiting) and counts
@@ -385,29 +414,20 @@ class Table:
         self.metrics.active_matches.inc()
         return driver
 
-    async def run(self) -> None:
-        """Plays the match to its end, whatever happens, and always writes the record."""
-        termination = MatchTermination.ABORTED
-        try:
-            await self._play()
-            termination = MatchTermination.FORFEIT if self.forfeit_side is not None else MatchTermination.COMPLETED
-        except asyncio.CancelledError:
-            termination = self.cancel_termination
-        except Exception:
-            self.log.exception("match_error")
-            termination = MatchTermination.ABORTED
-        self._finish(termination)
-
     def cancel(self, termination: MatchTermination, reason: str = "") -> None:
-        """Ends a waiting or running match as *termination* (cancelled or aborted)."""
-        self.cancel_termination = termination
+        """Ends a waiting or running match as *termination* (cancelled or aborted), at once (or, when
+        asked from within a step of this table, as soon as that step returns)."""
         self.cancel_reason = reason
         if self.state is TableState.WAITING:
             self._open_driver()  # a match that never started still gets its record
             self.state = TableState.RUNNING
             self._finish(termination)
-        elif self.task is not None and not self.task.done():
-            self.task.cancel()
+        elif self.state is TableState.RUNNING:
+            if self._stepping:
+                self._cancelled = termination
+                return
+            self._halt()
+            self._finish(termination)
 
     def release_sessions(self) -> list[BotSession]:
         """The sessions that played this ended match, unbound from it (for their pools)."""
@@ -415,33 +435,85 @@ class Table:
         return [s for s in released if s is not None]
 
     # --- the match loop ------------------------------------------------------------------
-    # _play steps the driver and asks each seat to act: a house bot in process (_house_decide), or a
-    # remote seat through its ledger (issue, verdicts) and clock (deadline, bank) (_remote_decide).
+    # A table has no task of its own: _advance steps the driver in whatever brought the match
+    # forward (the reader task of the stream whose answer was accepted, the deadline's timer, the
+    # loop's turn after a run of house decisions), until a remote seat must answer or the match is
+    # over. So the task that read an answer also writes the next request to the writer's queue: one
+    # hand-off per decision (reader -> writer), not two (reader -> table -> writer).
+    # A house bot decides in process (_house_decide); a remote seat is asked through its ledger
+    # (issue, verdicts) and clock (deadline, bank) (_ask) and its outcome judged (_answered).
 
-    async def _play(self) -> None:
+    def _advance(self, begin: bool = False) -> None:
+        """Steps the match from where it stands; finishes it when it is over."""
+        if self.state is not TableState.RUNNING or self._stepping:
+            return
+        self._later = None
+        self._stepping = True
+        try:
+            termination = self._steps(begin)
+        except Exception:
+            self.log.exception("match_error")
+            termination = MatchTermination.ABORTED
+        finally:
+            self._stepping = False
+        if self._cancelled is not None:
+            termination = self._cancelled
+        if termination is not None:
+            self._halt()
+            self._finish(termination)
+
+    def _halt(self) -> None:
+        """Stops what would step the match again: the open decision's timer, a scheduled step."""
+        if self._pending is not None:
+            self._pending.disarm()
+            self._pending = None
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+
+    def _steps(self, begin: bool) -> MatchTermination | None:
+        """The steps up to the next wait: None while the match waits for a remote seat (or lets
+        others run after a run of house decisions), else how it ended."""
         driver = self.driver
         assert driver is not None
-        for seat, bot in self.house.items():
-            bot.start_match(driver.bot_spec(seat), seat)
-        for seat, start in enumerate(views.match_starts(self)):
-            self.broadcast.send(seat, match_start=start)
-        self.log.info("match_start", players=self.spec.players, hands=self.spec.hands, bots=list(self.spec.bots))
-        while not self._forfeited(driver):
+        if begin:
+            for seat, bot in self.house.items():
+                bot.start_match(driver.bot_spec(seat), seat)
+            for seat, start in enumerate(views.match_starts(self)):
+                self.broadcast.send(seat, match_start=start)
+            self.log.info("match_start", players=self.spec.players, hands=self.spec.hands, bots=list(self.spec.bots))
+        pending = self._pending
+        if pending is not None:
+            if not pending.settled:
+                return None  # (a step scheduled before the decision was asked)
+            self._pending = None
+            decided = self._answered(pending)
+            if decided is None:
+                return self._ended()
+            driver.decide(*decided)
+            self._tell_events(driver)
+        while self._cancelled is None and not self._forfeited(driver):
             step = driver.next()
             if type(step) is DecisionRequest:
                 if self.forfeit_side is not None:
-                    return  # a side forfeited: _finish aborts the hand
+                    return self._ended()  # a side forfeited: _finish aborts the hand
                 house_bot = self.house.get(step.seat)
                 if house_bot is None:
                     self._house_run = 0  # a remote decision waits for its answer: others run meanwhile
-                    decided = await self._remote_decide(step)
+                    pending = self._pending = self._ask(step)
+                    if not pending.settled:
+                        return None
+                    self._pending = None  # settled while it was asked (the seat forfeited meanwhile)
+                    decided = self._answered(pending)
                     if decided is None:
-                        return
+                        return self._ended()
                 else:
                     self._house_run += 1
                     if self._house_run >= HOUSE_RUN:
                         self._house_run = 0
-                        await asyncio.sleep(0)  # let other tables and streams run
+                        # let other tables and streams run; driver.next() gives this request again then
+                        self._later = asyncio.get_running_loop().call_soon(self._advance)
+                        return None
                     decided = self._house_decide(house_bot, step)
                 driver.decide(*decided)
                 self._tell_events(driver)
@@ -450,7 +522,17 @@ class Table:
             elif isinstance(step, HandEnded):
                 self._hand_ended(step)
             else:
-                return  # MatchOver: every hand is played
+                return self._ended()  # MatchOver: every hand is played
+        return self._cancelled if self._cancelled is not None else self._ended()
+
+    def _ended(self) -> MatchTermination:
+        return MatchTermination.FORFEIT if self.forfeit_side is not None else MatchTermination.COMPLETED
+
+    def _on_outcome(self, outcome: Outcome) -> None:
+        """The open decision has its outcome: step on, unless a step of this table is what settled it
+        (that step goes on itself)."""
+        if not self._stepping:
+            self._advance()
 
     def _forfeited(self, driver: MatchDriver) -> bool:
         """A side has forfeited and no hand is left to count (a hand whose last card fell still counts)."""
@@ -497,7 +579,8 @@ class Table:
         self.metrics.decided["house"].inc()
         return action, used, (DecisionFlag.TIME_CAPPED,) if getattr(bot, "time_capped", False) else ()
 
-    async def _remote_decide(self, req: DecisionRequest) -> Decided | None:
+    def _ask(self, req: DecisionRequest) -> _Pending:
+        """Posts a remote seat's DecisionRequest, opens the decision in its ledger and arms its deadline."""
         seat, k, legal = req.seat, req.hand_index, list(req.legal_actions)
         driver = self.driver
         assert driver is not None and driver.state is not None
@@ -506,34 +589,37 @@ class Table:
         assert sess is not None
         ledger, seat_clock = place.ledger, place.clock
         did = secrets.token_urlsafe(16)
-        decision_time, bank = seat_clock.decision_time, seat_clock.bank
         observation = wire.observation(req.observation, k, self.tricks)
-        request = wire.decision_request(did, wire.legal_actions(legal), observation, decision_time, bank)
-        strikes_before = ledger.strikes
-        was_connected = sess.connected
+        request = wire.decision_request(
+            did, wire.legal_actions(legal), observation, seat_clock.decision_time, seat_clock.bank
+        )
+        pending = _Pending(asyncio.get_running_loop(), ledger, seat_clock, time.monotonic(), self._on_outcome)
+        pending.seat, pending.hand, pending.decision_id, pending.legal = seat, k, did, legal
+        pending.strikes_before, pending.was_connected = ledger.strikes, sess.connected
         ledger.issue(did, legal, driver.state.why_illegal)
-        pending = _Pending(asyncio.get_running_loop(), ledger, seat_clock, time.monotonic())
-        self._pending = pending
         pending.request = sess.post_request(request)
-        request_sequence = sess.sequence
+        pending.request_sequence = sess.sequence
         pending.arm()
-        try:
-            item = await pending.answer
-        finally:
-            pending.disarm()
-            self._pending = None
+        return pending
+
+    def _answered(self, pending: _Pending) -> Decided | None:
+        """The decision taken from a settled remote decision (None once a side has forfeited)."""
+        seat, did, legal, item = pending.seat, pending.decision_id, pending.legal, pending.outcome
+        place = self.seats[seat]
+        ledger, seat_clock, sess = place.ledger, place.clock, place.session
         start = pending.start()
         self.metrics.server_lag.observe(max(0.0, start - pending.queued))
         if isinstance(item, Forfeited):
             ledger.close()
             return None
         flags: list[DecisionFlag] = []
-        if ledger.strikes > strikes_before:
+        if ledger.strikes > pending.strikes_before:
             flags.append(DecisionFlag.REJECTED_ANSWERS)
-        if not was_connected or not sess.connected:
+        if not pending.was_connected or sess is None or not sess.connected:
             flags.append(DecisionFlag.DISCONNECTED)
         if item is None:
-            ledger.timed_out(did, request_sequence)
+            decision_time, bank = seat_clock.decision_time, seat_clock.bank
+            ledger.timed_out(did, pending.request_sequence)
             used = seat_clock.run_out()
             self.metrics.decided["timeout_fallback"].inc()
             self.fault(
@@ -555,8 +641,8 @@ class Table:
             "decision",
             seat=seat,
             bot=self.seat_bot(seat),
-            hand=k,
-            step=driver.step,
+            hand=pending.hand,
+            step=self.driver.step if self.driver is not None else -1,
             action=item.action_id,
             seconds=round(used, 6),
         )

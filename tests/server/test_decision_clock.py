@@ -1,6 +1,7 @@
 """The open decision's one timer (gaigel_server.table._Pending): the clock runs from when the
 request's write began, which the writer notes on the message; the table does not wait for it.
-Real event loop, real ledger and seat clock; only the writer is played by the test."""
+Real event loop, real ledger and seat clock; only the writer and the table (told the outcome
+through a future here) are played by the test."""
 
 from __future__ import annotations
 
@@ -15,13 +16,27 @@ from gaigel_server.table import WRITE_WAIT, Forfeited, _Pending
 ALLOWANCE = 0.05  # decision time, no bank
 
 
-def pending(loop: asyncio.AbstractEventLoop) -> tuple[_Pending, SeatLedger]:
+class Told:
+    """The table's side: every outcome the decision tells, and a future for the first."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.outcomes: list[Answer | Forfeited | None] = []
+        self.first: asyncio.Future[Answer | Forfeited | None] = loop.create_future()
+
+    def __call__(self, outcome: Answer | Forfeited | None) -> None:
+        self.outcomes.append(outcome)
+        if not self.first.done():
+            self.first.set_result(outcome)
+
+
+def pending(loop: asyncio.AbstractEventLoop) -> tuple[_Pending, SeatLedger, Told]:
     ledger = SeatLedger(0, strikes_limit=3)
     ledger.issue("d1", [1, 2], lambda a: "not legal now")
-    p = _Pending(loop, ledger, SeatClock(Clock(decision_time=ALLOWANCE, bank=0.0)), time.monotonic())
+    told = Told(loop)
+    p = _Pending(loop, ledger, SeatClock(Clock(decision_time=ALLOWANCE, bank=0.0)), time.monotonic(), told)
     p.request = Outgoing(b"")
     p.arm()
-    return p, ledger
+    return p, ledger, told
 
 
 def test_the_deadline_counts_from_a_late_write_and_closes_the_ledger_first() -> None:
@@ -29,11 +44,11 @@ def test_the_deadline_counts_from_a_late_write_and_closes_the_ledger_first() -> 
     deadline the ledger's decision is closed before the table hears of it."""
 
     async def scenario() -> tuple[float, Answer | Forfeited | None, str | None]:
-        p, ledger = pending(asyncio.get_running_loop())
+        p, ledger, told = pending(asyncio.get_running_loop())
         await asyncio.sleep(0.2)
         assert p.request is not None
         p.request.began = time.monotonic()
-        outcome = await p.answer
+        outcome = await told.first
         return time.monotonic() - p.queued, outcome, ledger.open
 
     waited, outcome, still_open = asyncio.run(scenario())
@@ -46,8 +61,8 @@ def test_a_write_that_never_begins_runs_the_clock_from_the_queueing_after_write_
     allowance counted from when the request was queued, long gone by then)."""
 
     async def scenario() -> tuple[float, Answer | Forfeited | None]:
-        p, _ = pending(asyncio.get_running_loop())
-        outcome = await p.answer
+        p, _, told = pending(asyncio.get_running_loop())
+        outcome = await told.first
         return time.monotonic() - p.queued, outcome
 
     waited, outcome = asyncio.run(scenario())
@@ -56,18 +71,18 @@ def test_a_write_that_never_begins_runs_the_clock_from_the_queueing_after_write_
 
 
 def test_an_answer_before_the_deadline_wins_and_the_timer_is_gone() -> None:
-    async def scenario() -> tuple[Answer | Forfeited | None, str | None, bool]:
-        p, ledger = pending(asyncio.get_running_loop())
+    async def scenario() -> tuple[Answer | Forfeited | None, str | None, bool, int]:
+        p, ledger, told = pending(asyncio.get_running_loop())
         assert p.request is not None
         p.request.began = time.monotonic()
         answer = Answer("d1", 2, time.monotonic())
         p.settle(answer)
         p.settle(None)  # a late timer (or a second settle) changes nothing
-        outcome = await p.answer
-        p.disarm()
-        await asyncio.sleep(ALLOWANCE * 2)
-        return outcome, ledger.open, p.answer.result() is answer
+        outcome = await told.first
+        await asyncio.sleep(ALLOWANCE * 2)  # past the deadline: the timer is gone with the answer
+        return outcome, ledger.open, p.outcome is answer, len(told.outcomes)
 
-    outcome, still_open, kept = asyncio.run(scenario())
+    outcome, still_open, kept, times = asyncio.run(scenario())
     assert isinstance(outcome, Answer) and outcome.action_id == 2 and kept
+    assert times == 1  # the table is told once
     assert still_open == "d1"  # the table's ledger.judge closed it in real play; the timer did not touch it

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from hypothesis import given, settings
@@ -28,7 +29,7 @@ from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.seat import Seat
-from gaigel_server.session import Answer, BotSession
+from gaigel_server.session import Answer, BotSession, Outgoing, Stream
 from gaigel_server.states import TableState
 from gaigel_server.table import Table, TableHooks
 
@@ -394,8 +395,7 @@ class TestTableOnItsHooks:
 
         async def play() -> None:
             table.start({})  # house seats only: no session to bind
-            assert table.task is not None
-            await table.task
+            await table.over.wait()
 
         asyncio.run(play())
         assert ended == ["ended"]  # called once, after the table has ended
@@ -408,3 +408,45 @@ class TestTableOnItsHooks:
         table.cancel(MatchTermination.CANCELLED, "not needed")
         assert ended == ["ended"] and table.termination is MatchTermination.CANCELLED
         assert saved[0][1]["cancel_reason"] == "not needed"
+
+    def test_an_accepted_answer_steps_the_table_in_the_answering_call(self) -> None:
+        """The table has no task: the call that hands in an accepted answer (the stream's reader, in
+        the server) has queued the seat's next DecisionRequest, or its MatchEnd, when it returns,
+        with no loop turn between (one hand-off per decision, reader -> writer)."""
+        saved: list[tuple[str, dict[str, Any]]] = []
+        hooks = TableHooks(
+            ServerMetrics(CollectorRegistry()), save_record=lambda m, r: saved.append((m, r)), on_ended=lambda t: None
+        )
+        spec = MatchSpec(ruleset=preset("default", 2), seed=11, hands=2, bots=("alpha", "house:first"))
+        table = Table("m2", spec, Clock(), "default", {1: make_bot("first")}, hooks)
+
+        def drain(stream: Stream) -> list[bs.PlayResponse]:
+            out = []
+            while not stream.queue.empty():
+                item = stream.queue.get_nowait()
+                assert isinstance(item, Outgoing)
+                out.append(bs.PlayResponse.FromString(item.message))
+            return out
+
+        async def play() -> int:
+            session = BotSession("alpha", "1", compact=True)
+            stream = Stream()
+            session.attach(stream)
+            table.start({0: session})
+            await asyncio.sleep(0)  # the match starts at the loop's next turn
+            decisions = 0
+            while True:
+                messages = drain(stream)
+                assert messages, "nothing queued by the answering call"
+                last = messages[-1]
+                if last.WhichOneof("message") == "match_end":
+                    return decisions
+                assert last.WhichOneof("message") == "decision_request", last
+                req = last.decision_request
+                assert session.seat is not None
+                session.seat.act(Answer(req.decision_id, req.legal_actions[0].id, time.monotonic()))
+                decisions += 1
+
+        decisions = asyncio.run(play())
+        assert decisions > 10 and table.state is TableState.ENDED
+        assert saved[0][1]["result"]["termination"] == "completed"
