@@ -243,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     ratio = median["processes"]["decisions_per_cpu_s"] / median["one"]["decisions_per_cpu_s"]
     ok = ratio >= 1 - TARGET
+    # The host drifts between rounds by more than the 10 % judged: the ratio of the two servers
+    # within each round (they run back to back) cancels the drift the medians above keep.
+    paired = sorted(
+        p["decisions_per_cpu_s"] / o["decisions_per_cpu_s"] for p, o in zip(runs["processes"], runs["one"], strict=True)
+    )
     load = os.getloadavg()
     result = {
         "command": command,
@@ -254,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         "median": median,
         "ratio": ratio,
         "ratio_to_one_share": median["processes"]["decisions_per_cpu_s"] / median["one-share"]["decisions_per_cpu_s"],
+        "ratio_per_round": paired,
+        "ratio_per_round_median": statistics.median(paired),
         "target": {
             "target": f"--processes {args.processes}: decisions per server CPU-second within 10 % of one process's",
             "ok": ok,
@@ -287,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'PASS' if ok else 'FAIL'}  {result['target']['target']}: x{ratio:.2f}")
     same = median["processes"]["decisions_per_cpu_s"] / median["one-share"]["decisions_per_cpu_s"]
     print(f"      against one process at the load of one table process (one-share): x{same:.2f}")
+    rounds = " ".join(f"x{r:.2f}" for r in paired)
+    print(f"      within each round (sorted): {rounds}; median x{statistics.median(paired):.2f}")
     return 0
 
 
