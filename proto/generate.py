@@ -216,6 +216,28 @@ def compare(fresh_dir: Path, package_dir: Path) -> list[str]:
     return problems
 
 
+def _generator_drift(package_dir: Path) -> str:
+    """A hint when the installed grpcio-tools is not the one that wrote the checked-in code (its
+    version is in every ``*_pb2_grpc.py``): then the proto files need not have changed at all."""
+    try:
+        from importlib.metadata import version
+
+        installed = version("grpcio-tools")
+    except Exception:
+        return ""
+    for path in sorted(package_dir.rglob("*_pb2_grpc.py")):
+        for line in path.read_text().splitlines():
+            if line.startswith("GRPC_GENERATED_VERSION = "):
+                wrote = line.split("=", 1)[1].strip().strip("'\"")
+                if wrote != installed:
+                    return (
+                        f"(the checked-in code was written by grpcio-tools {wrote}, this is {installed}: "
+                        f"pip install 'grpcio-tools=={wrote}' as pyproject.toml pins it, or regenerate on purpose)"
+                    )
+                return ""
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -249,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                     print("generated protocol code is out of date:", file=sys.stderr)
                     for line in problems:
                         print(f"  {line}", file=sys.stderr)
+                    drift = _generator_drift(package_dir)
+                    if drift:
+                        print(drift, file=sys.stderr)
                     print("run: python proto/generate.py", file=sys.stderr)
                     return 1
                 print(f"{package_dir.relative_to(ROOT)} is up to date")
