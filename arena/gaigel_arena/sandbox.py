@@ -474,8 +474,8 @@ def exit_reason(
     memory limit (*memory_hits*; podman on cgroup v1 does not always set OOMKilled). That
     comes first: a bot thrashing at its memory limit burns CPU time too, and a bot at its
     CPU-time limit gets SIGXCPU before the hard limit's SIGKILL. Else a SIGKILL is the
-    CPU-time hard limit when the bot had used about its *cpu_limit* (*cpu_used*, last seen
-    by the arena), else the OOM killer again.
+    CPU-time hard limit when the bot had used its *cpu_limit* (*cpu_used*, last seen by the
+    arena), else the OOM killer again.
     """
     if sandbox in ("podman", "bwrap"):
         state = _podman_state(container) if sandbox == "podman" and container else {}
@@ -483,7 +483,11 @@ def exit_reason(
         killed = code == 128 + signal.SIGKILL
         if killed and (state.get("OOMKilled") or oom_kills > 0 or memory_hits > 0):
             return REASON_OOM, f"killed by the kernel at the memory limit (exit code {code})"
-        cpu_spent = cpu_limit > 0 and cpu_used >= 0.8 * cpu_limit
+        # RLIMIT_CPU's SIGKILL comes at the hard limit, a second past the soft one (a bot running as
+        # its container's PID 1 never sees the soft limit's SIGXCPU): by then the arena, reading
+        # the CPU time every 0.2 s, has seen at least the soft limit. (80 % of it was too little:
+        # a memory probe that had spent 1.6 of 2 s starting up under load was called SANDBOX_CPU.)
+        cpu_spent = cpu_limit > 0 and cpu_used >= cpu_limit
         if code == 128 + signal.SIGXCPU or (killed and cpu_spent):
             return REASON_CPU, f"killed at its CPU-time limit of {cpu_limit} s (exit code {code})"
         oom = state.get("OOMKilled") or oom_kills > 0 or (sandbox == "podman" and killed)

@@ -460,10 +460,18 @@ class TestExitReason:
         # SANDBOX_CPU under load): the cgroup's oom_kill count decides, not the CPU heuristic.
         from gaigel_arena.sandbox import REASON_CPU, REASON_OOM, exit_reason
 
-        assert exit_reason("bwrap", 137, cpu_used=1.9, cpu_limit=2, oom_kills=1)[0] == REASON_OOM
-        assert exit_reason("bwrap", 137, cpu_used=1.9, cpu_limit=2, oom_kills=0)[0] == REASON_CPU
+        assert exit_reason("bwrap", 137, cpu_used=2.9, cpu_limit=2, oom_kills=1)[0] == REASON_OOM
+        assert exit_reason("bwrap", 137, cpu_used=2.9, cpu_limit=2, oom_kills=0)[0] == REASON_CPU
         assert exit_reason("bwrap", 128 + 24, cpu_used=2.0, cpu_limit=2)[0] == REASON_CPU  # SIGXCPU
         assert exit_reason("bwrap", 137, cpu_used=0.1, cpu_limit=2, oom_kills=1)[0] == REASON_OOM
+
+    def test_a_podman_kill_short_of_the_cpu_limit_is_oom(self) -> None:
+        # RLIMIT_CPU kills at soft + 1 s: a SIGKILL seen at 1.6 of 2 s (80 %, the old rule's line)
+        # is the memory limit on cgroup v1, where podman does not report OOMKilled.
+        from gaigel_arena.sandbox import REASON_CPU, REASON_OOM, exit_reason
+
+        assert exit_reason("podman", 137, cpu_used=1.7, cpu_limit=2)[0] == REASON_OOM
+        assert exit_reason("podman", 137, cpu_used=2.2, cpu_limit=2)[0] == REASON_CPU
 
     def test_a_container_seen_at_its_memory_limit_is_oom_when_killed(self, tmp_path: Path) -> None:
         from gaigel_arena.sandbox import REASON_CPU, REASON_OOM, exit_reason, memory_limit_hits
@@ -472,5 +480,5 @@ class TestExitReason:
         v1.write_text("17\n")
         v2.write_text("low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\n")
         assert (memory_limit_hits(v1), memory_limit_hits(v2), memory_limit_hits(None)) == (17, 5, 0)
-        assert exit_reason("podman", 137, cpu_used=1.9, cpu_limit=2, memory_hits=17)[0] == REASON_OOM
-        assert exit_reason("podman", 137, cpu_used=1.9, cpu_limit=2, memory_hits=0)[0] == REASON_CPU
+        assert exit_reason("podman", 137, cpu_used=2.5, cpu_limit=2, memory_hits=17)[0] == REASON_OOM
+        assert exit_reason("podman", 137, cpu_used=2.5, cpu_limit=2, memory_hits=0)[0] == REASON_CPU
