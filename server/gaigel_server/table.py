@@ -482,17 +482,19 @@ class Table:
             for seat, start in enumerate(views.match_starts(self)):
                 self.broadcast.send(seat, match_start=start)
             self.log.info("match_start", players=self.spec.players, hands=self.spec.hands, bots=list(self.spec.bots))
-        pending = self._pending
-        if pending is not None:
-            if not pending.settled:
-                return None  # (a step scheduled before the decision was asked)
-            self._pending = None
-            decided = self._answered(pending)
-            if decided is None:
-                return self._ended()
-            driver.decide(*decided)
-            self._tell_events(driver)
-        while self._cancelled is None and not self._forfeited(driver):
+        while True:
+            pending = self._pending
+            if pending is not None:  # a remote seat was asked: its outcome, or the wait for it
+                if not pending.settled:
+                    return None
+                self._pending = None
+                decided = self._answered(pending)
+                if decided is None:
+                    return self._ended()
+                driver.decide(*decided)
+                self._tell_events(driver)
+            if self._cancelled is not None or self._forfeited(driver):
+                break
             step = driver.next()
             if type(step) is DecisionRequest:
                 if self.forfeit_side is not None:
@@ -500,22 +502,15 @@ class Table:
                 house_bot = self.house.get(step.seat)
                 if house_bot is None:
                     self._house_run = 0  # a remote decision waits for its answer: others run meanwhile
-                    pending = self._pending = self._ask(step)
-                    if not pending.settled:
-                        return None
-                    self._pending = None  # settled while it was asked (the seat forfeited meanwhile)
-                    decided = self._answered(pending)
-                    if decided is None:
-                        return self._ended()
-                else:
-                    self._house_run += 1
-                    if self._house_run >= HOUSE_RUN:
-                        self._house_run = 0
-                        # let other tables and streams run; driver.next() gives this request again then
-                        self._later = asyncio.get_running_loop().call_soon(self._advance)
-                        return None
-                    decided = self._house_decide(house_bot, step)
-                driver.decide(*decided)
+                    self._pending = self._ask(step)  # (settled at once when the seat forfeited meanwhile)
+                    continue
+                self._house_run += 1
+                if self._house_run >= HOUSE_RUN:
+                    self._house_run = 0
+                    # let other tables and streams run; driver.next() gives this request again then
+                    self._later = asyncio.get_running_loop().call_soon(self._advance)
+                    return None
+                driver.decide(*self._house_decide(house_bot, step))
                 self._tell_events(driver)
             elif isinstance(step, HandStarted):
                 self._hand_started(step, driver)
