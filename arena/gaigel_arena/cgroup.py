@@ -82,6 +82,16 @@ def cgroup_version() -> int:
     return 0
 
 
+def counter(text: str, key: str) -> int:
+    """The value of *key* in the text of a flat-keyed cgroup file (``pids.events``, ``cpu.stat``,
+    ``memory.events``, ``memory.oom_control``); 0 when it is not there."""
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
 @dataclasses.dataclass
 class BotCgroup:
     """The group of one bot process: created before it starts, removed after it ended."""
@@ -103,29 +113,21 @@ class BotCgroup:
         except OSError:
             return ""
 
-    @staticmethod
-    def _counter(text: str, key: str) -> int:
-        for line in text.splitlines():
-            name, _, value = line.partition(" ")
-            if name == key and value.strip().isdigit():
-                return int(value)
-        return 0
-
     def oom_kills(self) -> int:
         """Processes of the group the kernel's OOM killer ended at the memory limit."""
         text = self._read("memory", "memory.oom_control" if self.version == 1 else "memory.events")
-        return self._counter(text, "oom_kill")
+        return counter(text, "oom_kill")
 
     def pids_refused(self) -> int:
         """Forks the pids limit refused."""
-        return self._counter(self._read("pids", "pids.events"), "max")
+        return counter(self._read("pids", "pids.events"), "max")
 
     def cpu_seconds(self) -> float:
         """CPU time the group's processes used."""
         if self.version == 1:
             text = self._read("cpuacct", "cpuacct.usage").strip()
             return int(text) / 1e9 if text.isdigit() else 0.0
-        return self._counter(self._read("", "cpu.stat"), "usage_usec") / 1e6
+        return counter(self._read("", "cpu.stat"), "usage_usec") / 1e6
 
     def pids(self) -> list[int]:
         out: set[int] = set()

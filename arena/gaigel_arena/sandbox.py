@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 from gaigel.match import FaultReason
 from gaigel_arena import lifeline
+from gaigel_arena.cgroup import counter
 
 __all__ = [
     "CONTAINER_SOCKET_DIR",
@@ -408,53 +409,36 @@ def container_cgroup_files(name: str) -> dict[str, Path]:
     return {key: f for key, f in candidates.items() if f.is_file()}
 
 
+def _text(file: Path | None) -> str:
+    """The text of a container's cgroup file ("" when there is none, or it is gone with the container)."""
+    if file is None:
+        return ""
+    try:
+        return file.read_text()
+    except OSError:
+        return ""
+
+
 def cpu_seconds_used(file: Path | None) -> float:
     """CPU time a container used so far, from ``cpuacct.usage`` (v1) or ``cpu.stat`` (v2); 0 if unknown."""
-    if file is None:
-        return 0.0
-    try:
-        text = file.read_text()
-        if file.name == "cpuacct.usage":
-            return int(text) / 1e9
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "usage_usec":
-                return int(value) / 1e6
-    except (OSError, ValueError):
-        pass
-    return 0.0
+    text = _text(file)
+    if file is not None and file.name == "cpuacct.usage":
+        return int(text) / 1e9 if text.strip().isdigit() else 0.0
+    return counter(text, "usage_usec") / 1e6
 
 
 def memory_limit_hits(file: Path | None) -> int:
     """How often the container's memory use met its limit (``memory.failcnt`` on v1, ``max``
     in ``memory.events`` on v2); 0 if unknown."""
-    if file is None:
-        return 0
-    try:
-        text = file.read_text()
-        if file.name == "memory.failcnt":
-            return int(text)
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "max":
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
+    text = _text(file)
+    if file is not None and file.name == "memory.failcnt":
+        return int(text) if text.strip().isdigit() else 0
+    return counter(text, "max")
 
 
 def pids_limit_hits(file: Path | None) -> int:
     """How often a fork was refused by the pids limit (``max`` in ``pids.events``)."""
-    if file is None:
-        return 0
-    try:
-        for line in file.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "max":
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
+    return counter(_text(file), "max")
 
 
 def exit_reason(

@@ -22,6 +22,7 @@ from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_server import codec
 from gaigel_server.clock import Clock
 from gaigel_server.server import GaigelServer, ServerConfig, create_server
+from gaigel_server.session import Outgoing, Stream
 
 ADMIN = "admin-token-for-tests"
 BOTS = {"alpha": "alpha-token-123", "beta": "beta-token-4567", "gamma": "gamma-token-890"}
@@ -175,3 +176,13 @@ class ScriptedBot:
 
     def kinds(self) -> list[str]:
         return [m.WhichOneof("message") or "" for m in self.received]
+
+
+def queued(stream: Stream) -> list[bs.PlayResponse]:
+    """Takes the messages queued on *stream* (what its writer would write), parsed."""
+    out = []
+    while not stream.queue.empty():
+        item = stream.queue.get_nowait()
+        assert isinstance(item, Outgoing)
+        out.append(bs.PlayResponse.FromString(item.message))
+    return out

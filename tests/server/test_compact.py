@@ -19,7 +19,7 @@ from gaigel_api.v1 import common_pb2 as cm
 from gaigel_api.v1 import game_pb2 as gm
 from gaigel_server.clock import Clock
 from gaigel_server.session import BotSession, Outgoing, Stream, envelope
-from tests.server.srvkit import Admin, ScriptedBot, run, running_server
+from tests.server.srvkit import Admin, ScriptedBot, queued, run, running_server
 
 NAMES = [f"p{i}" for i in range(6)]
 BOTS = {name: f"{name}-token-0123456" for name in NAMES}
@@ -275,15 +275,6 @@ def _session(compact: bool) -> tuple[BotSession, Stream]:
     return session, stream
 
 
-def _queued(stream: Stream) -> list[bs.PlayResponse]:
-    out = []
-    while not stream.queue.empty():
-        item = stream.queue.get_nowait()
-        assert isinstance(item, Outgoing)
-        out.append(bs.PlayResponse.FromString(item.message))
-    return out
-
-
 def _script(session: BotSession) -> None:
     def ev(trick: int) -> gm.Event:
         return gm.Event(hand_index=0, trick_won=gm.TrickWon(trick_index=trick, winner_seat=1))
@@ -303,7 +294,7 @@ def _script(session: BotSession) -> None:
 def test_other_messages_flush_the_held_ones_first() -> None:
     compact, cstream = _session(compact=True)
     _script(compact)
-    got = _queued(cstream)
+    got = queued(cstream)
     assert [m.WhichOneof("message") for m in got] == [
         "hand_start",
         "event",
@@ -320,7 +311,7 @@ def test_other_messages_flush_the_held_ones_first() -> None:
     assert compact.held_start is None and not compact.held_events
     plain, pstream = _session(compact=False)
     _script(plain)
-    assert unfold(got) == unfold(_queued(pstream))
+    assert unfold(got) == unfold(queued(pstream))
 
 
 def test_a_new_hand_start_flushes_what_is_held() -> None:
@@ -328,7 +319,7 @@ def test_a_new_hand_start_flushes_what_is_held() -> None:
     session.send(event=gm.Event(hand_index=0, trick_won=gm.TrickWon(trick_index=5)))
     session.send(hand_start=gm.HandStart(hand_index=1))
     session.send(decision_request=bs.DecisionRequest(decision_id="d"))
-    got = _queued(stream)
+    got = queued(stream)
     assert [m.WhichOneof("message") for m in got] == ["event", "decision_request"]
     assert got[1].decision_request.hand_start.hand_index == 1 and not got[1].decision_request.events
 
@@ -338,7 +329,7 @@ def test_folding_leaves_the_callers_request_alone() -> None:
     request = bs.DecisionRequest(decision_id="d")
     session.send(event=gm.Event(hand_index=0))
     session.send(decision_request=request)
-    assert not request.events and len(_queued(stream)[0].decision_request.events) == 1
+    assert not request.events and len(queued(stream)[0].decision_request.events) == 1
 
 
 # --- the hand-built PlayResponse bytes ---------------------------------------------------------

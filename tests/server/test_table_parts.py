@@ -29,9 +29,10 @@ from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.seat import Seat
-from gaigel_server.session import Answer, BotSession, Outgoing, Stream
+from gaigel_server.session import Answer, BotSession, Stream
 from gaigel_server.states import TableState
 from gaigel_server.table import Table, TableHooks
+from tests.server.srvkit import queued
 
 LIMIT = 3
 
@@ -420,14 +421,6 @@ class TestTableOnItsHooks:
         spec = MatchSpec(ruleset=preset("default", 2), seed=11, hands=2, bots=("alpha", "house:first"))
         table = Table("m2", spec, Clock(), "default", {1: make_bot("first")}, hooks)
 
-        def drain(stream: Stream) -> list[bs.PlayResponse]:
-            out = []
-            while not stream.queue.empty():
-                item = stream.queue.get_nowait()
-                assert isinstance(item, Outgoing)
-                out.append(bs.PlayResponse.FromString(item.message))
-            return out
-
         async def play() -> int:
             session = BotSession("alpha", "1", compact=True)
             stream = Stream()
@@ -436,7 +429,7 @@ class TestTableOnItsHooks:
             await asyncio.sleep(0)  # the match starts at the loop's next turn
             decisions = 0
             while True:
-                messages = drain(stream)
+                messages = queued(stream)
                 assert messages, "nothing queued by the answering call"
                 last = messages[-1]
                 if last.WhichOneof("message") == "match_end":
