@@ -73,7 +73,7 @@ async def _server(kind: str, processes: int, streams: int, ready: Any, stop: Any
     from gaigel_server.clock import Clock
     from gaigel_server.cluster import Cluster
     from gaigel_server.logging import configure_logging
-    from gaigel_server.server import ServerConfig, create_server
+    from gaigel_server.server import ServerConfig, create_server, tune_gc
 
     configure_logging("error", json=True)
     config = ServerConfig(
@@ -86,6 +86,7 @@ async def _server(kind: str, processes: int, streams: int, ready: Any, stop: Any
     if kind == "one":
         server, port = create_server("127.0.0.1:0", config)
         await server.start()
+        tune_gc()  # as gaigel serve does (and each table process of a cluster)
         ready.put((port, [os.getpid()], []))
         while not stop.is_set():
             await asyncio.sleep(0.05)

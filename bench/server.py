@@ -111,7 +111,7 @@ def join(i: int, compact: bool = False) -> bs.PlayRequest:
 async def _full_server(streams: int, ready: Any, stop: Any, front_door: bool = True) -> None:
     from gaigel_server.clock import Clock
     from gaigel_server.logging import configure_logging
-    from gaigel_server.server import ServerConfig, create_server
+    from gaigel_server.server import ServerConfig, create_server, tune_gc
 
     configure_logging("error", json=True)
     config = ServerConfig(
@@ -123,6 +123,7 @@ async def _full_server(streams: int, ready: Any, stop: Any, front_door: bool = T
     )
     server, port = create_server("127.0.0.1:0", config)
     await server.start()
+    tune_gc()  # as gaigel serve does
     ready.put(port)
     while not stop.is_set():
         await asyncio.sleep(0.05)

@@ -30,7 +30,7 @@ from gaigel_server.auth import bearer_token, tokens_equal
 from gaigel_server.clock import Clock
 from gaigel_server.lobby import Lobby
 from gaigel_server.logging import configure_logging, get_logger
-from gaigel_server.server import GaigelServer, ServerConfig, create_server, new_door
+from gaigel_server.server import GaigelServer, ServerConfig, create_server, new_door, tune_gc
 from gaigel_server.session import Abort
 from gaigel_server.states import TableState
 
@@ -186,6 +186,7 @@ async def run(config: ServerConfig, grace: float = 5.0, control_fd: int = -1) ->
     if control_fd >= 0:
         adopt_connections(server, port, socket.socket(fileno=control_fd), stop)
     await server.start()
+    tune_gc()
     print(port, flush=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
