@@ -105,7 +105,7 @@ class _Alarm:
     """The one timer of a table's successive decisions.
 
     A decision settled in time leaves the timer set: the next one's deadline is nearly always
-    later, so the timer rings early and its decision sets it again (:meth:`_Pending._fire`). A
+    later, so the timer rings early and its decision sets it again (:meth:`_Pending.ring`). A
     timer made and cancelled per decision (a TimerHandle in the loop's heap, cancelled ones
     swept from it) took 4-5 % of a busy server's samples (py-spy, 64 compact streams); one per
     table costs about one set per decision time. An earlier deadline (a bank nearly spent)
@@ -143,7 +143,7 @@ class _Alarm:
         self._handle, self._at = None, math.inf
         pending, self.pending = self.pending, None
         if pending is not None:
-            pending._fire()
+            pending.ring()
 
 
 class _Pending:
@@ -159,15 +159,13 @@ class _Pending:
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
+        alarm: _Alarm,
         ledger: SeatLedger,
         clock: SeatClock,
         queued: float,
         on_outcome: Callable[[Outcome], None],
-        alarm: _Alarm | None = None,
     ) -> None:
-        self.loop = loop
-        self.alarm = alarm if alarm is not None else _Alarm(loop)
+        self.alarm = alarm
         self.ledger = ledger
         self.clock = clock
         self.queued = queued
@@ -213,9 +211,9 @@ class _Pending:
         deadline = self.clock.deadline(self.start())
         if self._write_awaited(now):
             deadline = min(max(deadline, now + 0.01), self.queued + WRITE_WAIT)
-        return self.loop.time() + (deadline - now)
+        return self.alarm.loop.time() + (deadline - now)
 
-    def _fire(self) -> None:
+    def ring(self) -> None:
         """The alarm rang for this decision: at its deadline, or before it (set again then)."""
         now = time.monotonic()
         if self.settled:
@@ -640,7 +638,7 @@ class Table:
         alarm = self._alarm
         if alarm is None:
             alarm = self._alarm = _Alarm(asyncio.get_running_loop())
-        pending = _Pending(alarm.loop, ledger, seat_clock, time.monotonic(), self._on_outcome, alarm)
+        pending = _Pending(alarm, ledger, seat_clock, time.monotonic(), self._on_outcome)
         pending.seat, pending.hand, pending.decision_id, pending.legal = seat, k, did, legal
         pending.strikes_before, pending.was_connected = ledger.strikes, sess.connected
         ledger.issue(did, legal, driver.state.why_illegal)

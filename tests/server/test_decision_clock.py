@@ -36,7 +36,7 @@ def pending(
     ledger.issue("d1", [1, 2], lambda a: "not legal now")
     told = Told(loop)
     clock = SeatClock(Clock(decision_time=allowance, bank=0.0))
-    p = _Pending(loop, ledger, clock, time.monotonic(), told, alarm)
+    p = _Pending(alarm if alarm is not None else _Alarm(loop), ledger, clock, time.monotonic(), told)
     p.request = Outgoing(b"")
     p.request.began = p.queued  # written at once (the tests of a late write set it later)
     p.arm()
