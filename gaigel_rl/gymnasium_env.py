@@ -37,7 +37,7 @@ from gaigel_rl.tensor import action_mask, encode_state
 class GaigelSingleEnv(gym.Env[dict[str, Any], np.int64]):
     """The learner is agent 0; *opponents* names one house bot for every other seat, or one per seat."""
 
-    metadata = {"render_modes": []}  # noqa: RUF012 (the Env base declares it an instance variable)
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (the Env base declares it an instance variable)
 
     def __init__(
         self,
