@@ -9,11 +9,12 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
-from srvkit import Admin, ScriptedBot, run, running_server
+from srvkit import BOTS, Admin, ScriptedBot, run, running_server
 from test_security import make_certificate
 
 from gaigel_api.v1 import bot_service_pb2 as bs
@@ -116,6 +117,133 @@ def test_a_bot_that_never_reads_is_ended_with_slow_reader() -> None:
             await bot.close()
 
     run(scenario(), timeout=120)
+
+
+def test_a_bot_that_closes_its_window_mid_match_is_ended_with_slow_reader() -> None:
+    """A seated bot that shrinks its receive window to nothing (SETTINGS_INITIAL_WINDOW_SIZE 0,
+    RFC 9113 6.9.2: the stream's window goes negative) just before answering leaves the write of
+    the request its answer brings stuck: at the slow-reader timeout the stream ends, its handler
+    task with it, and the session waits for a Resume without its stream."""
+
+    async def scenario() -> None:
+        async with running_server(slow_reader_timeout=1.0) as (server, port):
+            h2 = await _RawBot.open(port, "alpha")
+            admin = Admin(port)
+            await asyncio.sleep(0.2)  # the Join is read and the session idle
+            await admin.create(2, ["alpha", "house:first"], hands=1)
+            request = await h2.until_decision()
+            await asyncio.sleep(0.3)  # the writer is idle again: the reader will write the next request
+            h2.send(_frame(SETTINGS, 0, 0, (4).to_bytes(2, "big") + (0).to_bytes(4, "big")))
+            h2.send_message(
+                bs.PlayRequest(action=bs.Action(decision_id=request.decision_id, action_id=request.legal_actions[0].id))
+            )
+            ended = await h2.until_stream_end(timeout=20.0)
+            assert ended, "the stream did not end"
+            for _ in range(100):
+                if server.metrics.active_sessions._value.get() == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert server.metrics.slow_readers._value.get() == 1
+            assert server.metrics.active_sessions._value.get() == 0, "the stream's handler is still running"
+            # In a match the session stays for a Resume (the grace period), without its stream.
+            assert [s.connected for s in server.lobby.sessions.get("alpha", ())] == [False]
+            h2.close()
+            await admin.close()
+
+    run(scenario(), timeout=120)
+
+
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0, 1, 3, 4, 6, 7
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream.to_bytes(4, "big") + payload
+
+
+def _literal(name: str, value: str) -> bytes:
+    """An HPACK literal field without indexing, new name, no Huffman (names and values < 127 bytes)."""
+    return b"\x00" + bytes((len(name),)) + name.encode() + bytes((len(value),)) + value.encode()
+
+
+class _RawBot:
+    """A bot speaking HTTP/2 by hand on one Play stream, so the test decides the flow-control
+    windows (a grpc client opens them as it pleases)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.buffer = b""
+
+    @classmethod
+    async def open(cls, port: int, name: str) -> _RawBot:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        bot = cls(reader, writer)
+        headers = b"".join(
+            _literal(k, v)
+            for k, v in [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", "/gaigel.v1.BotService/Play"),
+                (":authority", f"127.0.0.1:{port}"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+            ]
+        )
+        bot.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(SETTINGS, 0, 0, b"") + _frame(HEADERS, 4, 1, headers))
+        token = BOTS[name]
+        bot.send_message(
+            bs.PlayRequest(join=bs.Join(bot_token=token, bot_name=name, bot_version="t1", protocol_version=1))
+        )
+        return bot
+
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    def send_message(self, message: bs.PlayRequest) -> None:
+        body = message.SerializeToString()
+        self.send(_frame(DATA, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body))
+
+    async def frames(self, timeout: float) -> AsyncIterator[tuple[int, int, int, bytes]]:
+        """The server's frames (SETTINGS and PING acknowledged) until the connection closes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            head = await asyncio.wait_for(self.reader.readexactly(9), max(0.01, deadline - loop.time()))
+            size, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
+            stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+            payload = await self.reader.readexactly(size)
+            if kind == SETTINGS and not flags & 1:
+                self.send(_frame(SETTINGS, 1, 0, b""))
+            elif kind == PING and not flags & 1:
+                self.send(_frame(PING, 1, 0, payload))
+            yield kind, flags, stream, payload
+
+    async def until_decision(self) -> bs.DecisionRequest:
+        async for kind, _flags, stream, payload in self.frames(20.0):
+            if kind != DATA or stream != 1:
+                continue
+            self.buffer += payload
+            while len(self.buffer) >= 5 and len(self.buffer) >= 5 + int.from_bytes(self.buffer[1:5], "big"):
+                size = int.from_bytes(self.buffer[1:5], "big")
+                message, self.buffer = bs.PlayResponse.FromString(self.buffer[5 : 5 + size]), self.buffer[5 + size :]
+                if message.WhichOneof("message") == "decision_request":
+                    return message.decision_request
+        raise AssertionError("the connection closed before a DecisionRequest")
+
+    async def until_stream_end(self, timeout: float) -> bool:
+        """Whether stream 1 ended (trailers, RST_STREAM or GOAWAY) before *timeout*."""
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            async for kind, flags, stream, _payload in self.frames(timeout):
+                if (
+                    (kind == HEADERS and flags & 1 and stream == 1)
+                    or (kind == RST_STREAM and stream == 1)
+                    or kind == GOAWAY
+                ):
+                    return True
+            return True  # the connection closed
+        return False
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 def test_a_stream_over_its_byte_budget_is_ended_at_once() -> None:
