@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import heapq
+import itertools
 import json
 import os
 import signal
@@ -50,6 +52,7 @@ from gaigel_server.server import (
     set_health,
     watch_door,
 )
+from gaigel_server.servicer import decode_request, page_window
 from gaigel_server.worker import SERVICE, config_to_json
 
 MATCH_SERVICE = "gaigel.v1.MatchService"
@@ -470,21 +473,44 @@ class Cluster:
         raise AssertionError("unreachable")
 
     async def ListMatches(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
-        request = ms.ListMatchesRequest.FromString(raw)
-        # The page token is one cursor per process ("-": that process has no more).
-        cursors = request.page_token.split("|") if request.page_token else [""] * len(self.workers)
-        if len(cursors) != len(self.workers):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token is not one this server issued")
-        out = ms.ListMatchesResponse()
-        following = []
-        for w, cursor in zip(self.workers, cursors, strict=True):
-            if cursor == "-":
-                following.append("-")
+        """One page of every process's matches, newest first, of the requested size: each process
+        gives a page from its own cursor, the pages are merged by creation time and each cursor
+        moves on by what its process gave to this page ("-": that process has no more)."""
+        request: ms.ListMatchesRequest = await decode_request(raw, ms.ListMatchesRequest, context)
+        n = len(self.workers)
+        cursors = request.page_token.split("|") if request.page_token else [""] * n
+        try:
+            _, size = page_window(request.page_size, "")
+            if len(cursors) != n:
+                raise ValueError("page_token is not one this server issued")
+            offsets = [None if c == "-" else page_window(0, c)[0] for c in cursors]
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            raise
+        request.page_size = size
+        pages: list[list[ms.Match]] = []
+        ends: list[bool] = []  # the process's page is its last
+        for w, offset in zip(self.workers, offsets, strict=True):
+            if offset is None:
+                pages.append([])
+                ends.append(True)
                 continue
-            request.page_token = cursor
+            request.page_token = str(offset) if offset else ""
             page = ms.ListMatchesResponse.FromString(await self._forward(w, name, request.SerializeToString()))
-            out.matches.extend(page.matches)
-            following.append(page.next_page_token or "-")
+            pages.append(list(page.matches))
+            ends.append(not page.next_page_token)
+        # Each page is newest first: the merge takes a prefix of each, so a cursor is its offset
+        # plus what its process gave to this page.
+        merged = heapq.merge(*[[(k, m) for m in page] for k, page in enumerate(pages)], key=_newest_first)
+        out = ms.ListMatchesResponse()
+        taken = [0] * n
+        for k, match in itertools.islice(merged, size):
+            out.matches.append(match)
+            taken[k] += 1
+        following = [
+            "-" if offset is None or (ends[k] and taken[k] == len(pages[k])) else str(offset + taken[k])
+            for k, offset in enumerate(offsets)
+        ]
         out.next_page_token = "" if all(t == "-" for t in following) else "|".join(following)
         return out.SerializeToString()
 
@@ -553,6 +579,11 @@ async def serve_processes(address: str, config: ServerConfig, processes: int, gr
     await cluster.stop(grace)
     log.info("server_stopped")
     return 1 if failed else 0
+
+
+def _newest_first(entry: tuple[int, ms.Match]) -> int:
+    created = entry[1].create_time
+    return -(created.seconds * 1_000_000_000 + created.nanos)
 
 
 __all__ = ["Cluster", "serve_processes"]

@@ -37,6 +37,19 @@ from gaigel_server.table import Table
 
 _STATES = {s.proto: s for s in TableState}
 MAX_PAGE = 1000
+DEFAULT_PAGE = 50
+
+
+def page_window(page_size: int, page_token: str) -> tuple[int, int]:
+    """(offset, size) of a ListMatches page in the newest-first list: the page token is the
+    offset. ValueError with the reason for a negative size or a token this server did not issue."""
+    if page_size < 0:
+        raise ValueError(f"page_size must not be negative, got {page_size}")
+    if page_token and not (page_token.isascii() and page_token.isdigit()):
+        raise ValueError("page_token is not one this server issued")
+    return (int(page_token) if page_token else 0), min(page_size or DEFAULT_PAGE, MAX_PAGE)
+
+
 BACKLOG_HIGH = 256
 """Messages queued for a stream above which the server stops reading that stream's requests.
 
@@ -493,7 +506,8 @@ def _serialize(message: Any) -> bytes:
     return message.SerializeToString()  # type: ignore[no-any-return]
 
 
-async def _decode(raw: bytes, request_type: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+async def decode_request(raw: bytes, request_type: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    """*raw* parsed as *request_type*; INVALID_ARGUMENT MALFORMED_MESSAGE when it is not one."""
     try:
         return request_type.FromString(raw)
     except DecodeError as e:
@@ -505,14 +519,14 @@ async def _decode(raw: bytes, request_type: Any, context: grpc.aio.ServicerConte
 
 def _decoding_unary(impl: Any, request_type: Any) -> Any:
     async def call(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        return await impl(await _decode(raw, request_type, context), context)
+        return await impl(await decode_request(raw, request_type, context), context)
 
     return call
 
 
 def _decoding_stream(impl: Any, request_type: Any) -> Any:
     async def call(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        async for item in impl(await _decode(raw, request_type, context), context):
+        async for item in impl(await decode_request(raw, request_type, context), context):
             yield item
 
     return call
@@ -612,11 +626,10 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
         self, request: ms.ListMatchesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ms.ListMatchesResponse:
         await self._auth(context)
-        size = min(request.page_size or 50, MAX_PAGE)
         try:
-            offset = int(request.page_token) if request.page_token else 0
-        except ValueError:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "page_token is not one this server issued")
+            offset, size = page_window(request.page_size, request.page_token)
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             raise
         wanted = _STATES.get(request.state)
         tables = list(reversed(self.lobby.tables.values()))
@@ -710,4 +723,4 @@ class MatchServicer(ms_grpc.MatchServiceServicer):
             table.unwatch(q)
 
 
-__all__ = ["BotServicer", "MatchServicer"]
+__all__ = ["BotServicer", "MatchServicer", "decode_request", "page_window"]

@@ -7,6 +7,7 @@ import json
 import urllib.request
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from srvkit import Admin, ScriptedBot, admin_md, run, running_server
@@ -110,6 +111,14 @@ class TestMatchService:
                     ms.ListMatchesRequest(page_size=1, state=ms.MATCH_STATE_ENDED), metadata=admin_md()
                 )
                 assert len(page.matches) == 1 and page.next_page_token == ""
+                for bad, why in (
+                    (ms.ListMatchesRequest(page_size=-1), "page_size must not be negative, got -1"),
+                    (ms.ListMatchesRequest(page_token="-1"), "page_token is not one this server issued"),
+                    (ms.ListMatchesRequest(page_token="x"), "page_token is not one this server issued"),
+                ):
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await admin.stub.ListMatches(bad, metadata=admin_md())
+                    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and why in (e.value.details() or "")
                 await admin.close()
 
         run(scenario())

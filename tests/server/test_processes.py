@@ -195,6 +195,25 @@ def test_tables_spread_resume_finds_its_process_and_matchservice_works_through_t
                     if not token:
                         break
                 assert sorted(seen) == sorted(made.values())
+                # a page holds what was asked for, no more, the newest matches first over both
+                pages, token = [], ""
+                while True:
+                    page = await admin.stub.ListMatches(
+                        ms.ListMatchesRequest(page_size=2, page_token=token), metadata=admin_md()
+                    )
+                    pages.append(list(page.matches))
+                    token = page.next_page_token
+                    if not token:
+                        break
+                assert [len(p) for p in pages] == [2, 1]
+                listed = [m for p in pages for m in p]
+                created = [m.create_time.ToNanoseconds() for m in listed]
+                assert created == sorted(created, reverse=True)
+                assert sorted(m.match_id for m in listed) == sorted(made.values())
+                for token, why in (("0", "not one this server issued"), ("0|-1", "not one this server issued")):
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await admin.stub.ListMatches(ms.ListMatchesRequest(page_token=token), metadata=admin_md())
+                    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and why in (e.value.details() or "")
                 with pytest.raises(grpc.aio.AioRpcError) as e:
                     await admin.stub.GetMatch(ms.GetMatchRequest(match_id="nope"), metadata=admin_md())
                 assert e.value.code() == grpc.StatusCode.NOT_FOUND and "no match 'nope'" in (e.value.details() or "")
