@@ -2,7 +2,8 @@
 
 All metadata is in pyproject.toml; this file only adds the compiled extensions.
 
-* ``pip install .`` and ``pip install -e .`` compile :data:`COMPILED_MODULES` with mypyc
+* ``pip install .`` and ``pip install -e .`` compile :data:`COMPILED_MODULES` (and the
+  server's codec, :data:`CODEC_MODULES`) with mypyc
   (an editable install puts the extension modules beside the sources, git-ignored;
   ``gaigel`` loads the sources instead when one of them is newer than its build, see
   ``gaigel/_build.py``).
@@ -36,6 +37,10 @@ gaigel/_build.py lists the same. gaigel/events.py is left out: compiled with the
 crashes the import of gaigel.state (mypy 2.4)."""
 GROUP = "gaigel_engine"
 """mypyc's group name: the shared library is the top-level module ``gaigel_engine__mypyc``."""
+CODEC_MODULES = ["server/gaigel_server/wire.py"]
+"""The server's codec hot path (the protobuf bytes of every decision); gaigel_server.CODEC lists
+the same. A group of its own (``gaigel_codec__mypyc``): the engine's build does not depend on it."""
+CODEC_GROUP = "gaigel_codec"
 
 
 def warn(message: str) -> None:
@@ -72,11 +77,12 @@ def remove_inplace_builds() -> None:
     """Removes the extension modules an earlier editable install left beside the sources
     (a pure build must not leave them to be imported)."""
     here = Path(__file__).resolve().parent
-    for name in COMPILED_MODULES:
+    for name in COMPILED_MODULES + CODEC_MODULES:
         for path in here.glob(name.removesuffix(".py") + ".*.so"):
             path.unlink()
-    for path in here.glob(f"{GROUP}__mypyc.*.so"):
-        path.unlink()
+    for group in (GROUP, CODEC_GROUP):
+        for path in here.glob(f"{group}__mypyc.*.so"):
+            path.unlink()
 
 
 def mypyc_extensions() -> list[object]:
@@ -89,6 +95,7 @@ def mypyc_extensions() -> list[object]:
         from mypyc.build import mypycify
 
         extensions = mypycify(COMPILED_MODULES, opt_level="3", group_name=GROUP)
+        extensions += mypycify(CODEC_MODULES, opt_level="3", group_name=CODEC_GROUP)
     except (Exception, SystemExit) as e:  # mypyc exits on a type error
         warn(f"mypyc could not translate the engine ({type(e).__name__}: {e}); installing the pure-Python engine")
         remove_inplace_builds()

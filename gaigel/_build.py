@@ -13,6 +13,9 @@ The sources are loaded instead of the compiled modules, even when those exist, w
   newer than its compiled module, i.e. it was edited, or checked out, after the last
   ``pip install -e .``: the stale build is ignored, with a warning, until the next one.
 
+The server's codec (``gaigel_server.wire``, the protobuf bytes of every decision) is compiled
+the same way and chosen the same way (:class:`CompiledModules`, from ``gaigel_server/__init__.py``).
+
 This module only reads the environment and file times (at import of :mod:`gaigel`).
 """
 
@@ -33,62 +36,85 @@ COMPILED_MODULES: tuple[str, ...] = ("cards", "deal", "state", "actions", "phase
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 _why_pure: str | None = None
-"""Why the sources are loaded though compiled modules may exist (set by :func:`choose`)."""
+"""Why the engine's sources are loaded though compiled modules may exist (set by :func:`choose`)."""
 
 
-def _compiled_file(name: str) -> Path | None:
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = PACKAGE_DIR / f"{name}{suffix}"
-        if path.exists():
-            return path
-    return None
+class CompiledModules:
+    """Modules of one package that setup.py compiles with mypyc, and the choice between their
+    builds and their sources: the engine's here, the server's codec (``gaigel_server.wire``)
+    from ``gaigel_server/__init__.py``."""
 
+    def __init__(self, package: str, directory: Path, modules: tuple[str, ...]) -> None:
+        self.package = package
+        self.directory = directory
+        self.modules = modules
 
-def _stale_module() -> str | None:
-    """The first compiled module older than its source, in a source checkout; else None."""
-    if not (PACKAGE_DIR.parent / "pyproject.toml").exists():
-        return None  # an installed package: its files are written together, in any order
-    for name in COMPILED_MODULES:
-        compiled = _compiled_file(name)
-        if compiled is not None and (PACKAGE_DIR / f"{name}.py").stat().st_mtime > compiled.stat().st_mtime:
-            return name
-    return None
+    def compiled_file(self, name: str) -> Path | None:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = self.directory / f"{name}{suffix}"
+            if path.exists():
+                return path
+        return None
+
+    def stale_module(self) -> str | None:
+        """The first compiled module older than its source, in a source checkout; else None."""
+        checkout = any((d / "pyproject.toml").exists() for d in self.directory.parents[:2])
+        if not checkout:
+            return None  # an installed package: its files are written together, in any order
+        for name in self.modules:
+            compiled = self.compiled_file(name)
+            if compiled is not None and (self.directory / f"{name}.py").stat().st_mtime > compiled.stat().st_mtime:
+                return name
+        return None
+
+    def choose(self, what: str, stacklevel: int = 3) -> str | None:
+        """Has the sources loaded instead of the compiled modules when forced (``GAIGEL_PURE``)
+        or stale, warning of a stale build of *what*; returns why, or None for the builds.
+        Called before any of the modules is imported."""
+        if any(isinstance(f, _SourceFinder) and f.modules is self for f in sys.meta_path):
+            return None
+        if os.environ.get("GAIGEL_PURE", "") not in ("", "0"):
+            why = "GAIGEL_PURE"
+        else:
+            stale = self.stale_module()
+            if stale is None:
+                return None
+            why = "stale build"
+            warnings.warn(
+                f"gaigel: {self.directory.name}/{stale}.py is newer than its compiled module: the pure-Python "
+                f"{what} runs until the next `pip install -e .`",
+                RuntimeWarning,
+                stacklevel=stacklevel,
+            )
+        sys.meta_path.insert(0, _SourceFinder(self))
+        return why
 
 
 class _SourceFinder:
-    """Finds the Python source of the compiled modules, ahead of the extension modules."""
+    """Finds the Python sources of a :class:`CompiledModules`, ahead of the extension modules."""
+
+    def __init__(self, modules: CompiledModules) -> None:
+        self.modules = modules
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
-        if package != __package__ or name not in COMPILED_MODULES:
+        if package != self.modules.package or name not in self.modules.modules:
             return None
-        return importlib.util.spec_from_file_location(fullname, PACKAGE_DIR / f"{name}.py")
+        return importlib.util.spec_from_file_location(fullname, self.modules.directory / f"{name}.py")
+
+
+ENGINE = CompiledModules(__package__ or "gaigel", PACKAGE_DIR, COMPILED_MODULES)
 
 
 def choose() -> None:
-    """Loads the sources instead of the compiled modules when forced or stale (module docstring).
-
-    Called by ``gaigel/__init__.py`` before it imports any engine module.
-    """
+    """Loads the engine's sources instead of its compiled modules when forced or stale (module
+    docstring). Called by ``gaigel/__init__.py`` before it imports any engine module."""
     global _why_pure
-    if any(isinstance(f, _SourceFinder) for f in sys.meta_path):
-        return
-    if os.environ.get("GAIGEL_PURE", "") not in ("", "0"):
-        _why_pure = "GAIGEL_PURE"
-    else:
-        stale = _stale_module()
-        if stale is None:
-            return
-        _why_pure = "stale build"
-        warnings.warn(
-            f"gaigel: gaigel/{stale}.py is newer than its compiled module: the pure-Python engine runs "
-            "until the next `pip install -e .`",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    sys.meta_path.insert(0, _SourceFinder())
+    why = ENGINE.choose("engine", stacklevel=4)
+    if why is not None:
+        _why_pure = why
 
 
 def engine_build() -> str:
