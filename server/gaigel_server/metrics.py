@@ -49,7 +49,7 @@ class ServerMetrics:
         )
         self.server_lag = Histogram(
             "gaigel_server_lag_seconds",
-            "Time the server itself was late (event-loop delay and send time), not charged to bots.",
+            "Time the server itself was late sending a request (event loop, messages ahead), not charged to bots.",
             buckets=LAG_BUCKETS,
             registry=registry,
         )

@@ -653,6 +653,8 @@ class Table:
         place = self.seats[seat]
         ledger, seat_clock, sess = place.ledger, place.clock, place.session
         start = pending.start()
+        # The server's own lag: from queueing the request to beginning its write. (An answer is
+        # stepped in the task that read it, so reading adds none.)
         self.metrics.server_lag.observe(max(0.0, start - pending.queued))
         if isinstance(item, Forfeited):
             ledger.close()
@@ -678,7 +680,6 @@ class Table:
                 return None
             return legal[0], used, (DecisionFlag.TIMEOUT_FALLBACK, *flags)
         used = max(0.0, item.received - start)
-        self.metrics.server_lag.observe(max(0.0, time.monotonic() - item.received))
         seat_clock.charge(used)
         self.metrics.decided["answered"].inc()
         self._latency(seat).observe(used)
