@@ -73,20 +73,21 @@ class OptionalBuildExt(build_ext):
         return super().get_outputs() if self.extensions else []
 
 
-def remove_inplace_builds() -> None:
+def remove_inplace_builds(modules: list[str] | None = None, groups: tuple[str, ...] = (GROUP, CODEC_GROUP)) -> None:
     """Removes the extension modules an earlier editable install left beside the sources
-    (a pure build must not leave them to be imported)."""
+    (a pure build must not leave them to be imported): all of them, or those of *modules*."""
     here = Path(__file__).resolve().parent
-    for name in COMPILED_MODULES + CODEC_MODULES:
+    for name in COMPILED_MODULES + CODEC_MODULES if modules is None else modules:
         for path in here.glob(name.removesuffix(".py") + ".*.so"):
             path.unlink()
-    for group in (GROUP, CODEC_GROUP):
+    for group in groups:
         for path in here.glob(f"{group}__mypyc.*.so"):
             path.unlink()
 
 
 def mypyc_extensions() -> list[object]:
-    """The mypyc extension modules, or [] (pure build) with a warning why."""
+    """The mypyc extension modules, or [] (pure build) with a warning why. The codec is
+    compiled where it can be; its failure leaves the engine compiled (and says so)."""
     if os.environ.get("GAIGEL_PURE", "") not in ("", "0"):
         warn("GAIGEL_PURE is set: installing the pure-Python engine")
         remove_inplace_builds()
@@ -95,11 +96,15 @@ def mypyc_extensions() -> list[object]:
         from mypyc.build import mypycify
 
         extensions = mypycify(COMPILED_MODULES, opt_level="3", group_name=GROUP)
-        extensions += mypycify(CODEC_MODULES, opt_level="3", group_name=CODEC_GROUP)
     except (Exception, SystemExit) as e:  # mypyc exits on a type error
         warn(f"mypyc could not translate the engine ({type(e).__name__}: {e}); installing the pure-Python engine")
         remove_inplace_builds()
         return []
+    try:
+        extensions += mypycify(CODEC_MODULES, opt_level="3", group_name=CODEC_GROUP)
+    except (Exception, SystemExit) as e:
+        warn(f"mypyc could not translate the server's codec ({type(e).__name__}: {e}); it stays Python")
+        remove_inplace_builds(CODEC_MODULES, (CODEC_GROUP,))
     for ext in extensions:
         # The deal's SplitMix64 runs on signed 64-bit integers (mypyc's i64) and relies on
         # two's-complement wrap-around of + and *: make that defined behaviour in C.
