@@ -181,6 +181,11 @@ def run_hostile(
         hostile = {"name": "hostile", "command": [sys.executable, str(HOSTILE / "hostile_bot.py"), *args]}
         victim["command"] = [sys.executable, str(targets.victim / "bot.py")]
     hostile["sandbox"] = sandbox
+    if "cpu" not in probes:
+        # Only the CPU probe meets the 2 s CPU-time limit: another probe gets time enough not to,
+        # or a bot thrashing at its memory limit (its start-up alone took 1.6 CPU-s on a loaded
+        # CI machine) can be killed at the CPU limit first, a SANDBOX_CPU that is right too.
+        hostile["limits"] = {"cpu_seconds": 30}
     data = {
         "arena": {"seed": 5, "sets_per_pairing": 1},
         "game": {"players": 2, "hands": 1},
