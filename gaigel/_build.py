@@ -11,7 +11,9 @@ The sources are loaded instead of the compiled modules, even when those exist, w
   the builds and testing the pure one from a compiled installation; or
 * in a source checkout (an editable install, or ``PYTHONPATH``), one of the sources is
   newer than its compiled module, i.e. it was edited, or checked out, after the last
-  ``pip install -e .``: the stale build is ignored, with a warning, until the next one.
+  ``pip install -e .``: the stale build is ignored, with a warning, until the next one; or
+* compiled modules are there without their group's shared library (``setup.py build_ext
+  --inplace`` on an editable install made before the group existed): likewise.
 
 The server's codec (``gaigel_server.wire``, the protobuf bytes of every decision) is compiled
 the same way and chosen the same way (:class:`CompiledModules`, from ``gaigel_server/__init__.py``).
@@ -44,10 +46,18 @@ class CompiledModules:
     builds and their sources: the engine's here, the server's codec (``gaigel_server.wire``)
     from ``gaigel_server/__init__.py``."""
 
-    def __init__(self, package: str, directory: Path, modules: tuple[str, ...]) -> None:
+    def __init__(self, package: str, directory: Path, modules: tuple[str, ...], library: str) -> None:
         self.package = package
         self.directory = directory
         self.modules = modules
+        self.library = library  # mypyc's shared library of the group, a top-level module
+
+    def library_missing(self) -> bool:
+        """Compiled modules are there but their shared library cannot be found: a build added
+        by ``setup.py build_ext --inplace`` to an editable install older than its group."""
+        if not any(self.compiled_file(name) for name in self.modules):
+            return False
+        return importlib.util.find_spec(self.library) is None
 
     def compiled_file(self, name: str) -> Path | None:
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
@@ -68,8 +78,8 @@ class CompiledModules:
         return None
 
     def choose(self, what: str, stacklevel: int = 3) -> str | None:
-        """Has the sources loaded instead of the compiled modules when forced (``GAIGEL_PURE``)
-        or stale, warning of a stale build of *what*; returns why, or None for the builds.
+        """Has the sources loaded instead of the compiled modules when forced (``GAIGEL_PURE``),
+        stale or without their library, warning of *what*; returns why, or None for the builds.
         Called before any of the modules is imported."""
         if any(isinstance(f, _SourceFinder) and f.modules is self for f in sys.meta_path):
             return None
@@ -77,12 +87,14 @@ class CompiledModules:
             why = "GAIGEL_PURE"
         else:
             stale = self.stale_module()
-            if stale is None:
+            if stale is not None:
+                why, said = "stale build", f"{self.directory.name}/{stale}.py is newer than its compiled module"
+            elif self.library_missing():
+                why, said = "no library", f"the compiled {self.directory.name} modules have no {self.library}"
+            else:
                 return None
-            why = "stale build"
             warnings.warn(
-                f"gaigel: {self.directory.name}/{stale}.py is newer than its compiled module: the pure-Python "
-                f"{what} runs until the next `pip install -e .`",
+                f"gaigel: {said}: the pure-Python {what} runs until the next `pip install -e .`",
                 RuntimeWarning,
                 stacklevel=stacklevel,
             )
@@ -105,7 +117,7 @@ class _SourceFinder:
         return importlib.util.spec_from_file_location(fullname, self.modules.directory / f"{name}.py")
 
 
-ENGINE = CompiledModules(__package__ or "gaigel", PACKAGE_DIR, COMPILED_MODULES)
+ENGINE = CompiledModules(__package__ or "gaigel", PACKAGE_DIR, COMPILED_MODULES, "gaigel_engine__mypyc")
 
 
 def choose() -> None:

@@ -17,7 +17,7 @@ from gaigel._build import CompiledModules
 
 SERVER_VERSION = "0.1.0"
 
-CODEC = CompiledModules(__name__, Path(__file__).resolve().parent, ("wire",))
+CODEC = CompiledModules(__name__, Path(__file__).resolve().parent, ("wire",), "gaigel_codec__mypyc")
 """The server's modules that setup.py compiles with mypyc: the codec's hot path, the protobuf
 bytes of every decision (about 6 µs of the server's 44 per compact decision less,
 ``bench/server_work.py``). Stale builds and ``GAIGEL_PURE`` as for the engine."""

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -118,3 +119,27 @@ def test_a_stale_codec_build_is_passed_over(tmp_path: Path) -> None:
     assert stale.returncode == 0, stale.stderr
     assert stale.stdout.strip() == str(tmp_path / "server" / "gaigel_server" / "wire.py")
     assert "gaigel_server/wire.py is newer than its compiled module: the pure-Python codec runs" in stale.stderr
+
+
+@pytest.mark.skipif(not COMPILED, reason="needs the compiled engine (pip install -e . with a C compiler)")
+def test_a_codec_build_without_its_library_runs_the_source(tmp_path: Path) -> None:
+    """wire's extension module without gaigel_codec__mypyc (no editable install's module map:
+    ``python -S``, the packages on PYTHONPATH) runs wire.py, with a warning, not an ImportError."""
+    for package in ("gaigel", "gaigel_api"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for lib in ROOT.glob("gaigel_engine__mypyc.*"):
+        shutil.copy2(lib, tmp_path)
+    shutil.copytree(ROOT / "server", tmp_path / "server", ignore=shutil.ignore_patterns("__pycache__"))
+    path = os.pathsep.join([str(tmp_path / "server"), str(tmp_path), sysconfig.get_paths()["purelib"]])
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", "import gaigel_server.wire as w; print(w.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path, "GAIGEL_PURE": ""},
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "server" / "gaigel_server" / "wire.py")
+    assert "the compiled gaigel_server modules have no gaigel_codec__mypyc" in proc.stderr
