@@ -52,10 +52,16 @@ class CompiledModules:
         self.modules = modules
         self.library = library  # mypyc's shared library of the group, a top-level module
 
+    def in_checkout(self) -> bool:
+        """A source checkout (an editable install, or ``PYTHONPATH``), not an installed package,
+        whose files are written together, in any order, and never rebuilt one by one."""
+        return any((d / "pyproject.toml").exists() for d in self.directory.parents[:2])
+
     def library_missing(self) -> bool:
-        """Compiled modules are there but their shared library cannot be found: a build added
-        by ``setup.py build_ext --inplace`` to an editable install older than its group."""
-        if not any(self.compiled_file(name) for name in self.modules):
+        """In a source checkout, compiled modules are there but their shared library cannot be
+        found: a build added by ``setup.py build_ext --inplace`` to an editable install older
+        than its group."""
+        if not self.in_checkout() or not any(self.compiled_file(name) for name in self.modules):
             return False
         return importlib.util.find_spec(self.library) is None
 
@@ -68,9 +74,8 @@ class CompiledModules:
 
     def stale_module(self) -> str | None:
         """The first compiled module older than its source, in a source checkout; else None."""
-        checkout = any((d / "pyproject.toml").exists() for d in self.directory.parents[:2])
-        if not checkout:
-            return None  # an installed package: its files are written together, in any order
+        if not self.in_checkout():
+            return None
         for name in self.modules:
             compiled = self.compiled_file(name)
             if compiled is not None and (self.directory / f"{name}.py").stat().st_mtime > compiled.stat().st_mtime:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -57,16 +58,21 @@ def test_engine_build_says_what_is_loaded() -> None:
         assert build.startswith("pure Python")
 
 
-def test_setup_compiles_the_modules_build_knows() -> None:
-    """setup.py and gaigel/_build.py name the same compiled modules."""
+def setup_constant(name: str) -> Any:
+    """The literal value setup.py assigns to *name* (read, not run: running it builds)."""
     import ast
 
     tree = ast.parse((ROOT / "setup.py").read_text())
-    listed = next(
+    return next(
         ast.literal_eval(node.value)
         for node in tree.body
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "COMPILED_MODULES" for t in node.targets)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == name for t in node.targets)
     )
+
+
+def test_setup_compiles_the_modules_build_knows() -> None:
+    """setup.py and gaigel/_build.py name the same compiled modules."""
+    listed = setup_constant("COMPILED_MODULES")
     assert [Path(p).stem for p in listed] == list(_build.COMPILED_MODULES)
 
 

@@ -4,7 +4,6 @@ GAIGEL_PURE loads the source, as for the engine (gaigel/_build.py)."""
 
 from __future__ import annotations
 
-import ast
 import importlib.machinery
 import os
 import shutil
@@ -18,7 +17,7 @@ import pytest
 
 import gaigel_server
 import gaigel_server.wire
-from tests.test_engine_build import COMPILED
+from tests.test_engine_build import COMPILED, setup_constant
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = tuple(importlib.machinery.EXTENSION_SUFFIXES)
@@ -73,12 +72,7 @@ def _digest(env: dict[str, str]) -> tuple[str, str]:
 
 
 def test_setup_compiles_the_codec_modules_the_server_names() -> None:
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    listed = next(
-        ast.literal_eval(node.value)
-        for node in tree.body
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CODEC_MODULES" for t in node.targets)
-    )
+    listed = setup_constant("CODEC_MODULES")
     assert [Path(p).stem for p in listed] == list(gaigel_server.CODEC.modules)
     assert all(Path(p).parent == Path("server/gaigel_server") for p in listed)
 
@@ -130,6 +124,7 @@ def test_a_codec_build_without_its_library_runs_the_source(tmp_path: Path) -> No
     for lib in ROOT.glob("gaigel_engine__mypyc.*"):
         shutil.copy2(lib, tmp_path)
     shutil.copytree(ROOT / "server", tmp_path / "server", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pyproject.toml").write_text("")  # a source checkout
     path = os.pathsep.join([str(tmp_path / "server"), str(tmp_path), sysconfig.get_paths()["purelib"]])
     proc = subprocess.run(
         [sys.executable, "-S", "-c", "import gaigel_server.wire as w; print(w.__file__)"],
