@@ -383,17 +383,38 @@ def remove_containers(names: list[str]) -> None:
 def container_cgroup_files(name: str) -> dict[str, Path]:
     """The cgroup files of the running container *name* the arena watches (``pids.events``,
     the CPU time used: ``cpuacct.usage`` in ns on cgroup v1, ``cpu.stat`` on v2, and the
-    memory limit's hits: ``memory.failcnt`` on v1, ``memory.events`` on v2)."""
-    pid = _podman_state(name).get("Pid")
-    if not isinstance(pid, int) or pid <= 0:
+    memory limit's hits: ``memory.failcnt`` on v1, ``memory.events`` on v2); {} while they
+    cannot be told (not started yet, or exiting)."""
+    proc = subprocess.run(
+        ["podman", "container", "inspect", "--format", "{{.State.Pid}} {{.Id}}", name],
+        env=podman_env(),
+        capture_output=True,
+        text=True,
+    )
+    pid, _, container_id = proc.stdout.strip().partition(" ")
+    if proc.returncode != 0 or not pid.isdigit() or int(pid) <= 0 or not container_id:
         return {}
     try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        text = Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:
         return {}
+    return {key: f for key, f in cgroup_files(text, container_id).items() if f.is_file()}
+
+
+def cgroup_files(proc_cgroup: str, container_id: str) -> dict[str, Path]:
+    """The watched files named by a process's ``/proc/PID/cgroup`` text, from the hierarchies
+    that place it in container *container_id*'s cgroup.
+
+    An exiting process shows "/" on the v1 hierarchies (the kernel's proc_cgroup_show): a
+    container's PID 1 killed at its memory limit, read before it is reaped, would name the
+    host's root cgroup, whose ``cpuacct.usage`` is every CPU-second the machine spent (a memory
+    probe 0.4 s old was once called SANDBOX_CPU at its 30 s limit that way).
+    """
     candidates: dict[str, Path] = {}
-    for line in lines:
+    for line in proc_cgroup.splitlines():
         _, controllers, path = line.split(":", 2)
+        if container_id not in path:
+            continue
         names = controllers.split(",")
         if "pids" in names:
             candidates["pids"] = Path("/sys/fs/cgroup", controllers, path.lstrip("/"), "pids.events")
@@ -406,7 +427,7 @@ def container_cgroup_files(name: str) -> dict[str, Path]:
             candidates.setdefault("pids", folder / "pids.events")
             candidates.setdefault("cpu", folder / "cpu.stat")
             candidates.setdefault("memory", folder / "memory.events")
-    return {key: f for key, f in candidates.items() if f.is_file()}
+    return candidates
 
 
 def _text(file: Path | None) -> str:

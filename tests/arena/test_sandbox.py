@@ -487,3 +487,56 @@ class TestExitReason:
         assert (memory_limit_hits(v1), memory_limit_hits(v2), memory_limit_hits(None)) == (17, 5, 0)
         assert exit_reason("podman", 137, cpu_used=2.5, cpu_limit=2, memory_hits=17)[0] == REASON_OOM
         assert exit_reason("podman", 137, cpu_used=2.5, cpu_limit=2, memory_hits=0)[0] == REASON_CPU
+
+
+class TestContainerCgroup:
+    """Which cgroup files the arena reads for a container: never the host's root cgroup."""
+
+    def test_a_dying_process_does_not_lead_to_the_root_cgroup(self) -> None:
+        # A container's PID 1 killed at its memory limit and not yet reaped shows "/" on the v1
+        # hierarchies: its cpuacct.usage would be the host's (CI once called a 0.4 s old memory
+        # probe SANDBOX_CPU at its 30 s limit). A real v1 cpuacct cgroup named like a container's,
+        # a real child in it, read alive and as a zombie.
+        from gaigel_arena.sandbox import cgroup_files
+
+        hierarchy = Path("/sys/fs/cgroup/cpuacct")
+        if os.geteuid() != 0 or not (hierarchy / "cpuacct.usage").is_file():
+            pytest.skip("needs root and a cgroup v1 cpuacct hierarchy")
+        container_id = os.urandom(16).hex()
+        group = hierarchy / f"gaigel-test-libpod-{container_id}"
+        group.mkdir()
+        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        try:
+            (group / "cgroup.procs").write_text(str(child.pid))
+            alive = cgroup_files(Path(f"/proc/{child.pid}/cgroup").read_text(), container_id)
+            assert alive["cpu"] == group / "cpuacct.usage"
+            assert child.stdin is not None
+            child.stdin.close()
+            os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie
+            dying = Path(f"/proc/{child.pid}/cgroup").read_text()
+            assert "cpuacct:/\n" in dying, dying  # the kernel's view the arena once trusted
+            assert "cpu" not in cgroup_files(dying, container_id)
+        finally:
+            child.kill()
+            child.wait()
+            group.rmdir()
+
+    def test_paths_of_each_cgroup_layout(self) -> None:
+        from gaigel_arena.sandbox import cgroup_files
+
+        cid = "5d847bdf9506"
+        v1 = f"4:memory:/libpod_parent/libpod-{cid}\n2:cpuacct:/libpod_parent/libpod-{cid}\n8:pids:/x/libpod-{cid}\n"
+        assert cgroup_files(v1, cid) == {
+            "memory": Path(f"/sys/fs/cgroup/memory/libpod_parent/libpod-{cid}/memory.failcnt"),
+            "cpu": Path(f"/sys/fs/cgroup/cpuacct/libpod_parent/libpod-{cid}/cpuacct.usage"),
+            "pids": Path(f"/sys/fs/cgroup/pids/x/libpod-{cid}/pids.events"),
+        }
+        v2 = f"0::/machine.slice/libpod-{cid}.scope/container\n"
+        folder = Path(f"/sys/fs/cgroup/machine.slice/libpod-{cid}.scope/container")
+        assert cgroup_files(v2, cid) == {
+            "pids": folder / "pids.events",
+            "cpu": folder / "cpu.stat",
+            "memory": folder / "memory.events",
+        }
+        assert cgroup_files("4:memory:/\n2:cpuacct:/\n0::/\n", cid) == {}
+        assert cgroup_files(f"2:cpuacct:/other-{'0' * 12}\n", cid) == {}
