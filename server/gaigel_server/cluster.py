@@ -41,7 +41,7 @@ from gaigel_server.auth import AuthError, BotRegistry, bearer_token, new_token, 
 from gaigel_server.firstcall import FirstCall
 from gaigel_server.frontdoor import FrontDoor, tls_context
 from gaigel_server.logging import get_logger
-from gaigel_server.metrics import ServerMetrics
+from gaigel_server.metrics import ProcessesCollector, ServerMetrics
 from gaigel_server.server import (
     ServerConfig,
     add_health_and_reflection,
@@ -60,6 +60,8 @@ EXPECT_SECONDS = 10.0
 """Seconds a process waits for a moved (or wanted) bot's Join before the plan is made again."""
 MAX_OWNERS = 1_000_000
 """Match ids whose process the front remembers (the oldest beyond are asked of every process)."""
+METRICS_TIMEOUT = 2.0
+"""Seconds a scrape waits for a table process's metrics (a stuck process is ``up`` 0, not a hung scrape)."""
 
 
 @dataclasses.dataclass
@@ -109,6 +111,8 @@ class Cluster:
         self.failed = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._httpd: Any = None
+        self.metrics_port: int | None = None
+        """The port every process's metrics are served on (None: no metrics)."""
         self.log = get_logger()
 
     # --- start and stop -----------------------------------------------------------------
@@ -129,9 +133,11 @@ class Cluster:
             await self.stop(0.5)
             raise
         if self.config.metrics_port is not None:
-            self._httpd, _ = start_http_server(
-                self.config.metrics_port, self.config.metrics_address, registry=self.metrics.registry
-            )
+            scrape = CollectorRegistry()
+            loop = asyncio.get_running_loop()
+            scrape.register(ProcessesCollector(self.metrics.registry, lambda: self._table_metrics(loop)))
+            self._httpd, _ = start_http_server(self.config.metrics_port, self.config.metrics_address, registry=scrape)
+            self.metrics_port = int(self._httpd.server_port)
         server = grpc.aio.server(
             options=[
                 *connection_options(self.config),  # the same per-connection limits as one process
@@ -161,6 +167,27 @@ class Cluster:
             self._tasks.append(loop.create_task(self._watch(w)))
         return door.port
 
+    def _table_metrics(self, loop: asyncio.AbstractEventLoop) -> list[tuple[str, str | None]]:
+        """Each table process's metrics text (None: no answer within METRICS_TIMEOUT); called in
+        the scrape's thread, the calls run on the front's loop."""
+        future = asyncio.run_coroutine_threadsafe(self._gather_metrics(), loop)
+        try:
+            return future.result(METRICS_TIMEOUT + 1.0)
+        except (TimeoutError, RuntimeError):
+            future.cancel()
+            return [(str(w.index), None) for w in self.workers]
+
+    async def _gather_metrics(self) -> list[tuple[str, str | None]]:
+        async def one(w: Worker) -> tuple[str, str | None]:
+            call = w.channel.unary_unary(f"/{SERVICE}/Metrics", None, None)
+            try:
+                raw = await call(b"{}", metadata=self._admin(), timeout=METRICS_TIMEOUT)
+            except grpc.aio.AioRpcError:
+                return str(w.index), None
+            return str(w.index), bytes(raw).decode()
+
+        return list(await asyncio.gather(*(one(w) for w in self.workers)))
+
     async def _spawn(self, k: int) -> Worker:
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -176,7 +203,7 @@ class Cluster:
             self.config,
             front_door=False,
             registry=None,
-            metrics_port=_metrics_port(self.config.metrics_port, k),
+            metrics_port=None,  # the front serves every process's metrics
         )
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -552,11 +579,6 @@ class Cluster:
                     return
 
 
-def _metrics_port(front: int | None, k: int) -> int | None:
-    """Table process *k*'s metrics port: --metrics-port + 1 + k (none without one, any with 0)."""
-    return front if not front else front + 1 + k
-
-
 async def serve_processes(address: str, config: ServerConfig, processes: int, grace: float = 5.0, **kw: Any) -> int:
     """``gaigel serve --processes N``: runs until SIGTERM or SIGINT (or a table process dies)."""
     generated = not config.admin_token
@@ -565,7 +587,14 @@ async def serve_processes(address: str, config: ServerConfig, processes: int, gr
     log = get_logger()
     if generated:
         print(f"gaigel serve: admin token (shown once): {config.admin_token}", file=sys.stderr, flush=True)
-    log.info("server_started", address=address, port=port, processes=processes, pid=os.getpid())
+    log.info(
+        "server_started",
+        address=address,
+        port=port,
+        metrics_port=cluster.metrics_port,
+        processes=processes,
+        pid=os.getpid(),
+    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -88,7 +88,8 @@ def register(sub: Any) -> None:
         default=1,
         metavar="N",
         help="play tables in N processes behind one front process that routes each connection "
-        "(a table's seats all reach its process; metrics of process k on --metrics-port + 1 + k) "
+        "(a table's seats all reach its process; --metrics-port serves every process's metrics, "
+        "labelled process) "
         "(default %(default)s: one process does everything)",
     )
     p.add_argument(

@@ -9,8 +9,12 @@ make a scrape megabytes long.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from gaigel.match import MATCH_TERMINATIONS, FaultReason
 
@@ -147,3 +151,56 @@ class ServerMetrics:
 
 
 __all__ = ["DEFAULT_MAX_BOT_SERIES", "OTHER_BOTS", "ServerMetrics"]
+
+
+PROCESS_LABEL = "process"
+"""The label of every series in ``gaigel serve --processes N``'s one scrape: "front" or the
+table process's index."""
+_CREATED_KINDS = ("counter", "histogram", "summary")
+
+
+class ProcessesCollector:
+    """The metrics of ``gaigel serve --processes N`` as one scrape target: the front's own
+    registry and each table process's exposition text, every series labelled ``process``
+    ("front", "0", "1", ...), one family per name; ``gaigel_table_process_up`` says which table
+    processes answered (a process that did not is missing from the scrape, not stale in it).
+
+    *fetch* gives (process label, exposition text or None) for each table process; it runs in
+    the scrape's thread. ``*_created`` series are left out: the text parser makes them families
+    of their own, which would clash with the front's (Prometheus computes rates without them).
+    """
+
+    def __init__(self, front: CollectorRegistry, fetch: Callable[[], list[tuple[str, str | None]]]) -> None:
+        self._front = front
+        self._fetch = fetch
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        up = GaugeMetricFamily(
+            "gaigel_table_process_up",
+            "1 when the table process answered this scrape's metrics call, else 0.",
+            labels=[PROCESS_LABEL],
+        )
+        _merge(families, "front", self._front.collect())
+        for label, text in self._fetch():
+            up.add_metric([label], 0.0 if text is None else 1.0)
+            if text is not None:
+                parsed = list(text_string_to_metric_families(text))
+                created = {f.name + "_created" for f in parsed if f.type in _CREATED_KINDS}
+                _merge(families, label, (f for f in parsed if f.name not in created))
+        yield from families.values()
+        yield up
+
+
+def _merge(families: dict[str, Metric], label: str, source: Iterable[Metric]) -> None:
+    for family in source:
+        merged = families.get(family.name)
+        if merged is None:
+            merged = families[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
+        elif merged.type != family.type:
+            continue  # a process of another version: its series would not parse as this family's
+        for sample in family.samples:
+            if family.type in _CREATED_KINDS and sample.name.endswith("_created"):
+                continue
+            labels = {**sample.labels, PROCESS_LABEL: label}
+            merged.samples.append(Sample(sample.name, labels, sample.value, sample.timestamp, sample.exemplar))

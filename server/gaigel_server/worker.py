@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from prometheus_client import generate_latest
 
 from gaigel_server import loops
 from gaigel_server.auth import bearer_token, tokens_equal
@@ -85,7 +86,13 @@ class WorkerService:
             return grpc.unary_unary_rpc_method_handler(impl, request_deserializer=None, response_serializer=None)
 
         return grpc.method_handlers_generic_handler(
-            SERVICE, {"Status": method(self.Status), "Release": method(self.Release), "SetBot": method(self.SetBot)}
+            SERVICE,
+            {
+                "Status": method(self.Status),
+                "Release": method(self.Release),
+                "SetBot": method(self.SetBot),
+                "Metrics": method(self.Metrics),
+            },
         )
 
     async def _body(self, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -115,6 +122,11 @@ class WorkerService:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"SetBot: {e}")
         self.server.metrics.bot(str(body["name"]))
         return b"{}"
+
+    async def Metrics(self, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        """This process's metrics in Prometheus's text format: the front serves them all in one scrape."""
+        await self._body(raw, context)
+        return generate_latest(self.server.metrics.registry)
 
 
 def config_to_json(config: ServerConfig) -> str:

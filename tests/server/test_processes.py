@@ -12,8 +12,10 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +25,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 from srvkit import ADMIN, BOTS, FAST, Admin, ScriptedBot, admin_md, run, running_server
 from test_commands import BOT, GAIGEL, free_port, wait_serving
 from test_front_door import ATTACKER, PLAY_HEADERS, _closed_within, _frame, _goaway_code, _raw, _read_until_closed
@@ -328,6 +331,61 @@ def test_processes_without_a_door_to_route_is_one_line(flags: list[str], says: s
     assert out.returncode == 2 and says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def _bindable(port: int) -> bool:
+    try:
+        check_bindable(f"127.0.0.1:{port}", "--metrics-port")
+    except ValueError:
+        return False
+    return True
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+
+
+def test_a_stuck_table_process_is_down_in_the_scrape_and_does_not_hang_it() -> None:
+    """A table process that does not answer (stopped with SIGSTOP) costs the scrape at most
+    METRICS_TIMEOUT: its ``gaigel_table_process_up`` is 0 and its series are missing, the
+    others' are there; continued, it is back in the next scrape."""
+    from gaigel_server.cluster import METRICS_TIMEOUT
+
+    async def scenario() -> None:
+        config = ServerConfig(
+            admin_token=ADMIN, bots=dict(BOTS), clock=FAST, registry=CollectorRegistry(), metrics_port=0
+        )
+        cluster = Cluster(config, 2, log_level="warning")
+        await cluster.start("127.0.0.1:0")
+        try:
+            port = cluster.metrics_port
+            assert port is not None
+            both = await asyncio.to_thread(_scrape, port)
+            assert [both[("gaigel_table_process_up", (("process", k),))] for k in "01"] == [1.0, 1.0]
+            stuck = cluster.workers[1].process.pid
+            os.kill(stuck, signal.SIGSTOP)
+            try:
+                began = time.monotonic()
+                one = await asyncio.to_thread(_scrape, port)
+                took = time.monotonic() - began
+            finally:
+                os.kill(stuck, signal.SIGCONT)
+            assert took < METRICS_TIMEOUT + 3, took
+            assert [one[("gaigel_table_process_up", (("process", k),))] for k in "01"] == [1.0, 0.0]
+            processes = {dict(labels).get("process") for name, labels in one if name != "gaigel_table_process_up"}
+            assert processes == {"front", "0"}, processes
+            again = await asyncio.to_thread(_scrape, port)
+            assert again[("gaigel_table_process_up", (("process", "1"),))] == 1.0
+            assert ("gaigel_decisions_total", (("outcome", "answered"), ("process", "1"))) in again
+        finally:
+            await cluster.stop(2.0)
+
+    run(scenario(), 60)
+
+
 def free_ports(n: int) -> int:
     """The first of *n* consecutive free loopback ports."""
     for _ in range(50):
@@ -371,15 +429,21 @@ def test_gaigel_serve_processes_plays_gaigel_try_and_stops_on_sigterm(tmp_path: 
         )
         assert out.returncode == 0, out.stdout + out.stderr + err.read_text()
         assert out.stdout.splitlines()[-1] == "ok: the bot completed the match without a fault"
-        # the front's metrics on --metrics-port, table process k's on --metrics-port + 1 + k
-        front_text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
-        assert "gaigel_connections_open" in front_text
+        # One scrape target: the front's series and each table process's, labelled process.
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
+        families = list(text_string_to_metric_families(text))
+        names = [f.name for f in families]
+        assert len(names) == len(set(names)), "a family twice in one scrape"
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+        assert ("gaigel_connections_open", (("process", "front"),)) in samples
+        assert [samples[("gaigel_table_process_up", (("process", str(k)),))] for k in range(2)] == [1.0, 1.0]
         completed = [
-            'gaigel_matches_total{termination="completed"} 1.0'
-            in urllib.request.urlopen(f"http://127.0.0.1:{metrics + 1 + k}/metrics", timeout=10).read().decode()
-            for k in range(2)
+            samples[("gaigel_matches_total", (("process", str(k)), ("termination", "completed")))] for k in range(2)
         ]
-        assert sorted(completed) == [False, True]  # the match played in one of them
+        assert sorted(completed) == [0.0, 1.0]  # the match played in one of them
+        assert all(("process_cpu_seconds_total", (("process", str(k)),)) in samples for k in range(2))
+        # The table processes have no metrics port of their own any more.
+        assert all(_bindable(metrics + 1 + k) for k in range(2))
     finally:
         proc.terminate()
         proc.wait(30)
