@@ -103,6 +103,10 @@ class Cluster:
         self.handed_over = 0
         self.bots = BotRegistry(config.bots)
         """The registered bots as the front knows them (config, then RegisterBot through it)."""
+        self.bots_lock = asyncio.Lock()
+        """Held by the admin calls that change a bot's registration or seat bots, across their calls
+        to every process: an UnregisterBot between a CreateMatch's look and its call left a bot
+        unregistered in one process and seated in another."""
         self.metrics = ServerMetrics(config.registry or CollectorRegistry(), config.max_bot_series)
         self.health = HealthServicer()
         self.door: FrontDoor | None = None
@@ -467,12 +471,13 @@ class Cluster:
             request = ms.CreateMatchRequest.FromString(raw)
         except Exception:  # the table process answers a malformed request with its message
             request = ms.CreateMatchRequest()
-        k = self.by_request.get(request.request_id) if request.request_id else None
-        if k is None:
-            await self.refresh()
-            bots = [b for b in (*request.seat_bots, *request.side_bots) if not b.startswith("house:")]
-            k = placement.place([w.status for w in self.workers], bots, self.routed)
-        out = await self._forward(self.workers[k], name, raw)
+        async with self.bots_lock:
+            k = self.by_request.get(request.request_id) if request.request_id else None
+            if k is None:
+                await self.refresh()
+                bots = [b for b in (*request.seat_bots, *request.side_bots) if not b.startswith("house:")]
+                k = placement.place([w.status for w in self.workers], bots, self.routed)
+            out = await self._forward(self.workers[k], name, raw)
         match_id = ms.CreateMatchResponse.FromString(out).match.match_id
         self._own(match_id, k)
         if request.request_id:
@@ -542,25 +547,27 @@ class Cluster:
         return out.SerializeToString()
 
     async def RegisterBot(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
-        out = await self._forward(self.workers[0], name, raw)
-        reply = ms.RegisterBotResponse.FromString(out)
-        self.bots.set(reply.bot_name, reply.bot_token)
-        for w in self.workers[1:]:
-            await self._call(w, "SetBot", {"name": reply.bot_name, "token": reply.bot_token})
-        return out
+        async with self.bots_lock:  # two token rotations must reach every process in one order
+            out = await self._forward(self.workers[0], name, raw)
+            reply = ms.RegisterBotResponse.FromString(out)
+            self.bots.set(reply.bot_name, reply.bot_token)
+            for w in self.workers[1:]:
+                await self._call(w, "SetBot", {"name": reply.bot_name, "token": reply.bot_token})
+            return out
 
     async def UnregisterBot(self, name: str, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         request = ms.UnregisterBotRequest.FromString(raw)
-        await self.refresh()
-        if any(request.bot_name in w.status["seated"] for w in self.workers):
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"bot {request.bot_name[:64]!r} is seated in a match not yet ended: cancel it or wait for its end",
-            )
-        ended = 0
-        for w in self.workers:
-            ended += ms.UnregisterBotResponse.FromString(await self._forward(w, name, raw)).sessions_ended
-        self.bots.unregister(request.bot_name)
+        async with self.bots_lock:
+            await self.refresh()
+            if any(request.bot_name in w.status["seated"] for w in self.workers):
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"bot {request.bot_name[:64]!r} is seated in a match not yet ended: cancel it or wait for its end",
+                )
+            ended = 0
+            for w in self.workers:
+                ended += ms.UnregisterBotResponse.FromString(await self._forward(w, name, raw)).sessions_ended
+            self.bots.unregister(request.bot_name)
         return ms.UnregisterBotResponse(bot_name=request.bot_name, sessions_ended=ended).SerializeToString()
 
     async def WatchMatch(self, raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:

@@ -491,3 +491,68 @@ def test_a_join_without_the_bots_token_cannot_take_the_place_kept_for_that_bot()
                 await admin.close()
 
     run(scenario(), 60)
+
+
+async def _knows(w: Any, bot: str) -> bool:
+    """Whether table process *w* has *bot* registered: a match seating it can be created there
+    (and is cancelled at once)."""
+    create = w.channel.unary_unary(
+        "/gaigel.v1.MatchService/CreateMatch",
+        ms.CreateMatchRequest.SerializeToString,
+        ms.CreateMatchResponse.FromString,
+    )
+    cancel = w.channel.unary_unary(
+        "/gaigel.v1.MatchService/CancelMatch",
+        ms.CancelMatchRequest.SerializeToString,
+        ms.CancelMatchResponse.FromString,
+    )
+    try:
+        made = await create(
+            ms.CreateMatchRequest(players=2, hands=1, seat_bots=[bot, "house:random"]), metadata=admin_md()
+        )
+    except grpc.aio.AioRpcError as e:
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "not registered" in (e.details() or ""), e
+        return False
+    await cancel(ms.CancelMatchRequest(match_id=made.match.match_id), metadata=admin_md())
+    return True
+
+
+def test_unregister_racing_create_match_leaves_every_process_agreeing() -> None:
+    """UnregisterBot and a CreateMatch seating that bot, sent together: one of them wins in every
+    process, never a bot unregistered in one process and seated in another (each process's
+    registry, and the front's, are asked afterwards)."""
+
+    async def scenario() -> None:
+        async with front() as f:
+            admin = Admin(f.port)
+            try:
+                # Two tables waiting for alpha in process 0: the racers' matches go to process 1,
+                # which UnregisterBot reaches after process 0.
+                for seed in (1, 2):
+                    await admin.create(2, ["alpha", "house:random"], hands=1, seed=seed)
+                for i in range(40):
+                    bot = f"racer{i}"
+                    await admin.stub.RegisterBot(ms.RegisterBotRequest(bot_name=bot), metadata=admin_md())
+
+                    async def unregister(delay: float, bot: str = bot) -> ms.UnregisterBotResponse:
+                        await asyncio.sleep(delay)
+                        request = ms.UnregisterBotRequest(bot_name=bot)
+                        return await admin.stub.UnregisterBot(request, metadata=admin_md())  # type: ignore[no-any-return]
+
+                    # The CreateMatch goes first, the UnregisterBot 0 to 10 ms after it: some land
+                    # between the front's look at the seated bots and its calls to the processes.
+                    created, unregistered = await asyncio.gather(
+                        admin.create(2, [bot, "house:random"], hands=1, seed=i),
+                        unregister(i / 4000),
+                        return_exceptions=True,
+                    )
+                    known = [await _knows(w, bot) for w in f.cluster.workers]
+                    gone = isinstance(unregistered, ms.UnregisterBotResponse)
+                    assert known == [not gone] * 2 and (bot in f.cluster.bots) == (not gone), (i, created, unregistered)
+                    if not gone:
+                        assert isinstance(unregistered, grpc.aio.AioRpcError)
+                        assert unregistered.code() == grpc.StatusCode.FAILED_PRECONDITION, unregistered
+            finally:
+                await admin.close()
+
+    run(scenario(), 120)
