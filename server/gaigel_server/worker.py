@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+import structlog
 from prometheus_client import generate_latest
 
 from gaigel_server import loops
@@ -222,6 +223,8 @@ def main() -> int:
     config = config_from_json(line)
     level, loop_name, grace, control = (sys.argv[1:] + ["info", "asyncio", "5", "-1"][len(sys.argv) - 1 :])[:4]
     configure_logging(level)
+    # Every line this process logs says which table process it is (the front's lines have no such key).
+    structlog.contextvars.bind_contextvars(process=int(os.environ.get("GAIGEL_PROCESS", "0")))
     with asyncio.Runner(loop_factory=loops.factory(loops.EventLoop(loop_name))) as runner:
         return runner.run(run(config, float(grace), int(control)))
 

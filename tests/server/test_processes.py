@@ -452,6 +452,12 @@ def test_gaigel_serve_processes_plays_gaigel_try_and_stops_on_sigterm(tmp_path: 
     assert started["processes"] == 2
     assert len(list((tmp_path / "records").glob("*.json"))) == 1  # written by the table process
     assert err.read_text().count('"worker_stopping"') == 2  # each table process stopped in order
+    lines = [json.loads(line) for line in err.read_text().splitlines() if line.startswith("{")]
+    # A table process's lines name it; the front's do not.
+    started_in = [line.get("process") for line in lines if line["event"] == "match_start"]
+    assert len(started_in) == 1 and started_in[0] in (0, 1), started_in
+    assert all("process" not in line for line in lines if line["event"] == "server_started")
+    assert sorted(line["process"] for line in lines if line["event"] == "worker_stopping") == [0, 1]
 
 
 def test_a_join_without_the_bots_token_cannot_take_the_place_kept_for_that_bot() -> None:
