@@ -354,17 +354,23 @@ def podman_command(
     return [*args, image, *command], {**podman_env(), **env}
 
 
-def _podman_state(name: str) -> dict[str, Any]:
+def _inspect(name: str, template: str) -> str | None:
+    """``podman container inspect --format`` *template* of container *name* (None: no such container)."""
     proc = subprocess.run(
-        ["podman", "container", "inspect", "--format", "{{json .State}}", name],
+        ["podman", "container", "inspect", "--format", template, name],
         env=podman_env(),
         capture_output=True,
         text=True,
     )
-    if proc.returncode != 0:
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _podman_state(name: str) -> dict[str, Any]:
+    text = _inspect(name, "{{json .State}}")
+    if text is None:
         return {}
     try:
-        state = json.loads(proc.stdout)
+        state = json.loads(text)
     except ValueError:
         return {}
     return state if isinstance(state, dict) else {}
@@ -385,14 +391,8 @@ def container_cgroup_files(name: str) -> dict[str, Path]:
     the CPU time used: ``cpuacct.usage`` in ns on cgroup v1, ``cpu.stat`` on v2, and the
     memory limit's hits: ``memory.failcnt`` on v1, ``memory.events`` on v2); {} while they
     cannot be told (not started yet, or exiting)."""
-    proc = subprocess.run(
-        ["podman", "container", "inspect", "--format", "{{.State.Pid}} {{.Id}}", name],
-        env=podman_env(),
-        capture_output=True,
-        text=True,
-    )
-    pid, _, container_id = proc.stdout.strip().partition(" ")
-    if proc.returncode != 0 or not pid.isdigit() or int(pid) <= 0 or not container_id:
+    pid, _, container_id = (_inspect(name, "{{.State.Pid}} {{.Id}}") or "").strip().partition(" ")
+    if not pid.isdigit() or int(pid) <= 0 or not container_id:
         return {}
     try:
         text = Path(f"/proc/{pid}/cgroup").read_text()

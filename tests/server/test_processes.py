@@ -33,6 +33,7 @@ from test_front_door import ATTACKER, PLAY_HEADERS, _closed_within, _frame, _goa
 from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as common
 from gaigel_api.v1 import match_service_pb2 as ms
+from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
 from gaigel_server.cluster import Cluster
 from gaigel_server.frontdoor import GOAWAY, PREFACE
 from gaigel_server.server import ServerConfig, check_bindable
@@ -502,24 +503,15 @@ def test_a_join_without_the_bots_token_cannot_take_the_place_kept_for_that_bot()
 async def _knows(w: Any, bot: str) -> bool:
     """Whether table process *w* has *bot* registered: a match seating it can be created there
     (and is cancelled at once)."""
-    create = w.channel.unary_unary(
-        "/gaigel.v1.MatchService/CreateMatch",
-        ms.CreateMatchRequest.SerializeToString,
-        ms.CreateMatchResponse.FromString,
-    )
-    cancel = w.channel.unary_unary(
-        "/gaigel.v1.MatchService/CancelMatch",
-        ms.CancelMatchRequest.SerializeToString,
-        ms.CancelMatchResponse.FromString,
-    )
+    stub = ms_grpc.MatchServiceStub(w.channel)
     try:
-        made = await create(
+        made = await stub.CreateMatch(
             ms.CreateMatchRequest(players=2, hands=1, seat_bots=[bot, "house:random"]), metadata=admin_md()
         )
     except grpc.aio.AioRpcError as e:
         assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "not registered" in (e.details() or ""), e
         return False
-    await cancel(ms.CancelMatchRequest(match_id=made.match.match_id), metadata=admin_md())
+    await stub.CancelMatch(ms.CancelMatchRequest(match_id=made.match.match_id), metadata=admin_md())
     return True
 
 
