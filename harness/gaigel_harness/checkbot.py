@@ -921,15 +921,16 @@ def run_checks(
     checks = [results.checks.get(name) or Check(name, None, unreached) for name in ORDER]
     checks += [c for name, c in results.checks.items() if name not in ORDER]
     ok = all(c.ok for c in checks)
+    shown = "\n".join(c.reason for c in checks)
+    logs = [x for x in (results.scripted_log, results.real_log) if x and x not in shown]
     if as_json:
         checked = [dataclasses.asdict(c) for c in checks]
-        print(json.dumps({"ok": ok, "checks": checked, "real_match_modes": results.real_modes}))
+        bot_log = "\n".join(logs) if not ok else ""
+        print(json.dumps({"ok": ok, "checks": checked, "real_match_modes": results.real_modes, "bot_log": bot_log}))
     else:
         for c in checks:
             tag = "PASS" if c.ok else ("FAIL" if c.ok is False else "NOT REACHED")
             print(f"{tag:5} {c.name}: {c.reason}")
-        shown = "\n".join(c.reason for c in checks)
-        logs = [x for x in (results.scripted_log, results.real_log) if x and x not in shown]
         if not ok and logs:
             print("last lines of the bot's output:")
             print("\n".join(logs))

@@ -32,13 +32,20 @@ def _check_modes(cmd: list[str], *extra: str) -> tuple[int, dict[str, dict[str, 
     r = run([*BRIDGE, "check-bot", "--json", *extra, "--", *cmd])
     data = json.loads(r.stdout.strip().splitlines()[-1])
     assert data["ok"] == (r.returncode == 0)
+    if not data["ok"]:  # pytest shows it with a failure: the bot's last lines and check-bot's own
+        print(f"bot's output:\n{data['bot_log']}\ncheck-bot's stderr:\n{r.stderr}")
     return r.returncode, {c["name"]: c for c in data["checks"]}, r.stderr, data["real_match_modes"]
+
+
+def _failures(checks: dict[str, dict[str, object]]) -> dict[str, object]:
+    """The reasons of the failed checks: what an assertion message should show (the whole dict is cut short)."""
+    return {name: c["reason"] for name, c in checks.items() if c["ok"] is not True}
 
 
 def test_python_example_passes_every_check() -> None:
     code, checks, _, modes = _check_modes([sys.executable, "clients/python/examples/random_bot.py"])
     assert set(checks) == ALL
-    assert code == 0, checks
+    assert code == 0, _failures(checks)
     assert all(c["ok"] for c in checks.values())
     # The SDK joins compact by default; the real matches ask for each mode in turn. The reasons
     # name the match that first covered each kind, so they may all name compact matches (CI saw
@@ -57,7 +64,7 @@ def test_reports_the_mode_of_a_bot_that_leaves_after_one_match() -> None:
         "from gaigel_client import run; run(RandomBot(), matches=1)"
     )
     code, checks, _, modes = _check_modes([sys.executable, "-c", one_match])
-    assert code == 0, checks
+    assert code == 0, _failures(checks)
     real = [str(c["reason"]) for name, c in checks.items() if name.startswith("answers: ")]
     assert all("no mode" not in r for r in real), real
     assert all(("compact mode" in r) != ("plain mode" in r) for r in real), real
@@ -70,14 +77,14 @@ def test_reports_the_mode_of_a_bot_that_leaves_after_one_match() -> None:
 def test_python_example_passes_in_plain_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GAIGEL_COMPACT", "0")
     code, checks, _ = _check([sys.executable, "clients/python/examples/random_bot.py"])
-    assert code == 0, checks
+    assert code == 0, _failures(checks)
     assert "plain mode" in str(checks["joins with the right protocol version"]["reason"])
 
 
 def test_stdio_bash_example_passes() -> None:
     need("bash", "jq")
     code, checks, _ = _check([*BRIDGE, "stdio-bot", "--", "bash", "clients/stdio/random_bot.sh"])
-    assert code == 0, checks
+    assert code == 0, _failures(checks)
 
 
 def test_plain_text_output() -> None:
