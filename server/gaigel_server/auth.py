@@ -98,6 +98,10 @@ class BotRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tokens
 
+    def tokens(self) -> dict[str, str]:
+        """A copy of every registered name and its token (for a process that must know them all)."""
+        return dict(self._tokens)
+
     def verify(self, name: str, token: str) -> None:
         """Checks that *token* belongs to bot *name*.
 

@@ -33,7 +33,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import placement
@@ -62,6 +62,13 @@ MAX_OWNERS = 1_000_000
 """Match ids whose process the front remembers (the oldest beyond are asked of every process)."""
 METRICS_TIMEOUT = 2.0
 """Seconds a scrape waits for a table process's metrics (a stuck process is ``up`` 0, not a hung scrape)."""
+RESTARTS = 3
+"""Table process deaths within RESTART_WINDOW seconds that the front answers with a new process;
+one more stops the front (exit 1): a process that keeps dying is for the operator and a
+supervisor, not for a restart loop."""
+RESTART_WINDOW = 60.0
+MAX_LOST = 100_000
+"""Lost match ids the front remembers, to say what happened to them (the oldest beyond are forgotten)."""
 
 
 @dataclasses.dataclass
@@ -74,6 +81,10 @@ class Worker:
     channel: grpc.aio.Channel
     control: socket.socket
     """Connections go to the process over this with their sockets; it says when each closes."""
+    handed: set[int] = dataclasses.field(default_factory=set)
+    """Connections handed to the process that it has not yet said closed (their per-peer places
+    are held at the front's door; a process that dies frees them all)."""
+    alive: bool = True
     status: dict[str, Any] = dataclasses.field(
         default_factory=lambda: {"idle": {}, "waiting": [], "seated": [], "tables": 0}
     )
@@ -108,6 +119,17 @@ class Cluster:
         to every process: an UnregisterBot between a CreateMatch's look and its call left a bot
         unregistered in one process and seated in another."""
         self.metrics = ServerMetrics(config.registry or CollectorRegistry(), config.max_bot_series)
+        self.restarts = Counter(
+            "gaigel_table_process_restarts_total",
+            "Table processes that died and were replaced (their matches lost).",
+            registry=self.metrics.registry,
+        )
+        self.deaths: deque[float] = deque()
+        self.lost: OrderedDict[str, str] = OrderedDict()
+        """Match id -> why it is gone: its table process died while holding it."""
+        self.up = asyncio.Event()
+        """Set while every table process runs: calls to a process being replaced wait for the new one."""
+        self.up.set()
         self.health = HealthServicer()
         self.door: FrontDoor | None = None
         self.grpc: grpc.aio.Server | None = None
@@ -183,6 +205,8 @@ class Cluster:
 
     async def _gather_metrics(self) -> list[tuple[str, str | None]]:
         async def one(w: Worker) -> tuple[str, str | None]:
+            if not w.alive:
+                return str(w.index), None
             call = w.channel.unary_unary(f"/{SERVICE}/Metrics", None, None)
             try:
                 raw = await call(b"{}", metadata=self._admin(), timeout=METRICS_TIMEOUT)
@@ -205,6 +229,7 @@ class Cluster:
     async def _start_worker(self, k: int, control: socket.socket, theirs: socket.socket) -> Worker:
         config = dataclasses.replace(
             self.config,
+            bots=self.bots.tokens(),  # RegisterBot's since the start too: a replaced process knows them
             front_door=False,
             registry=None,
             metrics_port=None,  # the front serves every process's metrics
@@ -257,15 +282,72 @@ class Cluster:
         if self.door is not None:
             told = json.loads(message)
             if "closed" in told:
+                w.handed.discard(int(told["closed"]))
                 self.door.handed_closed(int(told["closed"]))
             elif "ban" in told:
                 self.door.ban(str(told["ban"]))
 
     async def _watch(self, w: Worker) -> None:
+        """A table process that dies loses its matches and is replaced, up to RESTARTS times in
+        RESTART_WINDOW seconds; past that the front stops (exit 1)."""
         code = await w.process.wait()
-        if not self.failed.is_set():
-            self.log.error("table_process_exited", process=w.index, code=code)
+        if self.failed.is_set():
+            return  # stopping
+        w.alive = False
+        self.up.clear()
+        now = time.monotonic()
+        self.deaths.append(now)
+        while self.deaths and now - self.deaths[0] > RESTART_WINDOW:
+            self.deaths.popleft()
+        lost = self._lose(w, code)
+        self.log.error("table_process_exited", process=w.index, code=code, matches_lost=len(lost))
+        if len(self.deaths) > RESTARTS:
+            self.log.error("table_processes_keep_dying", deaths=len(self.deaths), window_s=RESTART_WINDOW)
             self.failed.set()
+            return
+        try:
+            new = await self._spawn(w.index)
+        except ValueError as e:
+            self.log.error("table_process_restart_failed", process=w.index, error=str(e))
+            self.failed.set()
+            return
+        self.workers[w.index] = new
+        self.restarts.inc()
+        self.up.set()
+        self.log.warning("table_process_restarted", process=w.index, pid=new.process.pid)
+        self._tasks.append(asyncio.get_running_loop().create_task(self._watch(new)))
+        self.kick.set()
+
+    def _lose(self, w: Worker, code: int) -> list[str]:
+        """Forgets dead *w*: its matches become lost (their calls say why), the per-peer places of
+        its connections are freed, its channel and control socket closed."""
+        why = (
+            f"its table process {w.index} exited with code {code} while it held the match; "
+            "the match and its record are lost (a records directory keeps those that had ended)"
+        )
+        lost = [m for m, k in self.owner.items() if k == w.index]
+        for m in lost:
+            del self.owner[m]
+            self.order.pop(m, None)
+            self.lost[m] = why
+        while len(self.lost) > MAX_LOST:
+            self.lost.popitem(last=False)
+        self.by_request = {r: k for r, k in self.by_request.items() if k != w.index}
+        if self.door is not None:
+            for ident in w.handed:
+                self.door.handed_closed(ident)
+        w.handed.clear()
+        with contextlib.suppress(ValueError, OSError):
+            asyncio.get_running_loop().remove_reader(w.control.fileno())
+        w.control.close()
+        asyncio.get_running_loop().create_task(w.channel.close(None))
+        return lost
+
+    async def _live(self, w: Worker) -> Worker:
+        """*w*, or the process that replaced it once it runs."""
+        if not w.alive:
+            await self.up.wait()
+        return self.workers[w.index]
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stops the door, then each table process (its matches aborted, records written)."""
@@ -284,6 +366,8 @@ class Cluster:
             except TimeoutError:
                 w.process.kill()
                 await w.process.wait()
+            if not w.alive:
+                continue  # a dead one's channel and socket are closed
             await w.channel.close(None)
             with contextlib.suppress(ValueError, OSError):
                 asyncio.get_running_loop().remove_reader(w.control.fileno())
@@ -307,7 +391,7 @@ class Cluster:
     def hand_over(self, target: tuple[str, int], fd: int, data: bytes, link: Any) -> bool:
         """Gives a connection routed to a table process to it with its socket (the front then
         carries none of its bytes); False: relayed here (the front's own calls, a hand-over that failed)."""
-        k = next((w.index for w in self.workers if w.address == target), None)
+        k = next((w.index for w in self.workers if w.address == target and w.alive), None)
         if k is None:
             return False
         head = json.dumps({"id": link.ident, "peer": link.peer, "key": link.key}).encode()
@@ -316,6 +400,7 @@ class Cluster:
         except OSError as e:
             self.log.warning("hand_over_failed", process=k, error=str(e))
             return False
+        self.workers[k].handed.add(link.ident)
         self.handed_over += 1
         return True
 
@@ -327,12 +412,12 @@ class Cluster:
             if k is None:
                 k = min(
                     range(len(self.workers)),
-                    key=lambda j: (self._load(j) + self.routed[j], j),
+                    key=lambda j: (not self.workers[j].alive, self._load(j) + self.routed[j], j),
                 )
             self.routed[k] += 1
             return k
         if call.match_id:
-            return self.owner.get(call.match_id, 0)
+            return self.owner.get(call.match_id, 0)  # a lost match's Resume: refused there (no such match)
         if call.path.startswith("/gaigel.v1.BotService/"):
             return 0  # a Play without Join or Resume: refused there, with its message
         return None  # MatchService, health, reflection: the front itself
@@ -365,6 +450,7 @@ class Cluster:
     # --- placement and moves ---------------------------------------------------------------
 
     async def _call(self, w: Worker, method: str, body: dict[str, Any]) -> Any:
+        w = await self._live(w)
         call = w.channel.unary_unary(f"/{SERVICE}/{method}", None, None)
         raw = await call(json.dumps(body).encode(), metadata=self._admin(), timeout=10)
         return json.loads(raw)
@@ -454,6 +540,7 @@ class Cluster:
             )
 
     async def _forward(self, w: Worker, name: str, raw: bytes) -> bytes:
+        w = await self._live(w)
         call = w.channel.unary_unary(f"/{MATCH_SERVICE}/{name}", None, None)
         return bytes(await call(raw, metadata=self._admin(), timeout=60))
 
@@ -495,6 +582,8 @@ class Cluster:
             match_id = ms.GetMatchRequest.FromString(raw).match_id  # match_id is field 1 of all three
         except Exception:
             match_id = ""
+        if match_id in self.lost:
+            await context.abort(grpc.StatusCode.DATA_LOSS, f"match {match_id!r} is lost: {self.lost[match_id]}")
         candidates = self._owners_of(match_id)
         for w in candidates:
             try:
@@ -574,14 +663,20 @@ class Cluster:
         if not self.config.watch_without_token:
             await self._auth(context)
         match_id = ms.WatchMatchRequest.FromString(raw).match_id
+        if match_id in self.lost:
+            await context.abort(grpc.StatusCode.DATA_LOSS, f"match {match_id!r} is lost: {self.lost[match_id]}")
         for w in self._owners_of(match_id):
+            w = await self._live(w)
             call = w.channel.unary_stream(f"/{MATCH_SERVICE}/WatchMatch", None, None)(raw, metadata=self._admin())
             try:
                 async for item in call:
                     yield bytes(item)
                 return
             except grpc.aio.AioRpcError as e:
-                if e.code() != grpc.StatusCode.NOT_FOUND or w is self._owners_of(match_id)[-1]:
+                if match_id in self.lost:  # its process died while it was watched
+                    await context.abort(grpc.StatusCode.DATA_LOSS, f"match {match_id!r} is lost: {self.lost[match_id]}")
+                    return
+                if e.code() != grpc.StatusCode.NOT_FOUND or w.index == self._owners_of(match_id)[-1].index:
                     await context.abort(e.code(), e.details() or "")
                     return
 

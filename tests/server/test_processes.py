@@ -2,8 +2,8 @@
 real sockets, the Python kit as the bot that is moved). A table's seats all reach its process,
 tables spread over the processes, an idle session moves where its match is, Resume finds its
 match's process, MatchService works through the front, a hostile connection without a first
-call is ended, churn in a table process backs the address off at the front, and the front
-stops when a table process dies."""
+call is ended, churn in a table process backs the address off at the front, and a table process
+that dies is replaced (its matches lost, loudly), up to a limit past which the front stops."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from gaigel_api.v1 import bot_service_pb2 as bs
 from gaigel_api.v1 import common_pb2 as common
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_api.v1 import match_service_pb2_grpc as ms_grpc
+from gaigel_server import cluster as cluster_module
 from gaigel_server.cluster import Cluster
 from gaigel_server.frontdoor import GOAWAY, PREFACE
 from gaigel_server.server import ServerConfig, check_bindable
@@ -57,8 +58,8 @@ class Front:
 
 
 @contextlib.asynccontextmanager
-async def front(processes: int = 2) -> AsyncIterator[Front]:
-    config = ServerConfig(admin_token=ADMIN, bots=dict(BOTS), clock=FAST, registry=CollectorRegistry())
+async def front(processes: int = 2, **overrides: Any) -> AsyncIterator[Front]:
+    config = ServerConfig(admin_token=ADMIN, bots=dict(BOTS), clock=FAST, registry=CollectorRegistry(), **overrides)
     cluster = Cluster(config, processes, log_level="warning")
     port = await cluster.start("127.0.0.1:0")
     try:
@@ -245,7 +246,7 @@ def test_tables_spread_resume_finds_its_process_and_matchservice_works_through_t
     run(scenario(), 120)
 
 
-def test_a_connection_without_a_first_call_gets_goaway_and_a_dead_process_stops_the_front() -> None:
+def test_a_connection_without_a_first_call_gets_goaway() -> None:
     async def scenario() -> None:
         async with front() as f:
             door = f.cluster.door
@@ -271,11 +272,103 @@ def test_a_connection_without_a_first_call_gets_goaway_and_a_dead_process_stops_
                     pass
             writer.close()
             assert not f.cluster.failed.is_set()
-            f.cluster.workers[1].process.kill()
-            async with asyncio.timeout(10):
-                await f.cluster.failed.wait()
 
     run(scenario(), 60)
+
+
+async def _replaced(cluster: Cluster, k: int, old_pid: int, timeout: float = 60.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not (cluster.workers[k].process.pid != old_pid and cluster.workers[k].alive and cluster.up.is_set()):
+            await asyncio.sleep(0.05)
+
+
+def test_a_table_process_that_dies_is_replaced_and_its_matches_are_lost_loudly() -> None:
+    """SIGKILL to one table process (this test's own child): the front stays up and starts another
+    in its place, which knows the bots registered at run time; the dead one's match answers DATA_LOSS
+    with why, the per-peer places of the connections it held are free again, the other process's
+    match plays on to its end, and a new match plays in the new process."""
+
+    async def scenario() -> None:
+        # One address may hold 3 connections: the admin's and two bots'. The dead process's
+        # connection must give its place back, or the bot's new connection is refused at accept.
+        async with front(max_connections_per_peer=3) as f:
+            admin = Admin(f.port)
+            alpha, beta = Bot(f.port, "alpha", seed=1), Bot(f.port, "beta", seed=2)
+            try:
+                reg = await admin.stub.RegisterBot(ms.RegisterBotRequest(bot_name="delta"), metadata=admin_md())
+                for bot in (alpha, beta):
+                    await bot.open()
+                    await where_idle(f.cluster, bot.name)
+                doomed = (await admin.create(2, ["alpha", "house:random"], hands=20, seed=5)).match_id
+                kept = (await admin.create(2, ["beta", "house:random"], hands=2, seed=6)).match_id
+                k = f.cluster.owner[doomed]
+                assert f.cluster.owner[kept] == 1 - k
+                await alpha.play(stop_after=lambda msg: msg.WhichOneof("message") == "decision_request")
+                old = f.cluster.workers[k].process.pid
+                f.cluster.workers[k].process.kill()
+                await alpha.play()  # its stream breaks with the process
+                assert alpha.status == grpc.StatusCode.UNAVAILABLE, alpha.details
+                await alpha.close()
+                await _replaced(f.cluster, k, old)
+                assert not f.cluster.failed.is_set()
+                restarts = f.cluster.metrics.registry.get_sample_value("gaigel_table_process_restarts_total")
+                assert restarts == 1
+                for call in (
+                    admin.stub.GetMatch(ms.GetMatchRequest(match_id=doomed), metadata=admin_md()),
+                    anext(aiter(admin.stub.WatchMatch(ms.WatchMatchRequest(match_id=doomed), metadata=admin_md()))),
+                ):
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await call
+                    assert e.value.code() == grpc.StatusCode.DATA_LOSS
+                    assert f"its table process {k} exited with code -9 while it held the match" in str(
+                        e.value.details()
+                    )
+                # the other process's match plays on
+                await beta.play()
+                ended = await admin.wait_ended(kept, 30)
+                assert ended.termination == common.MATCH_TERMINATION_COMPLETED
+                # alpha's place at the door is free: it joins again, and plays in the new process
+                again = Bot(f.port, "alpha", seed=3)
+                try:
+                    await again.open()
+                    assert await where_idle(f.cluster, "alpha") == k
+                    fresh = (await admin.create(2, ["alpha", "house:random"], hands=1, seed=7)).match_id
+                    assert f.cluster.owner[fresh] == k
+                    await again.play()
+                    assert (await admin.wait_ended(fresh, 30)).termination == common.MATCH_TERMINATION_COMPLETED
+                finally:
+                    await again.close()
+                # the new process knows the bot registered before it started
+                delta = Bot(f.cluster.workers[k].port, "delta", token=reg.bot_token)
+                try:
+                    await delta.open()
+                    await delta.play(stop_after=lambda msg: msg.WhichOneof("message") == "welcome")
+                    assert delta.received and delta.received[0].welcome.bot_name == "delta", delta.details
+                    delta.call.cancel()
+                finally:
+                    await delta.close()
+            finally:
+                await admin.close()
+                await beta.close()
+
+    run(scenario(), 120)
+
+
+def test_a_table_process_that_keeps_dying_stops_the_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster_module, "RESTARTS", 1)
+
+    async def scenario() -> None:
+        async with front() as f:
+            old = f.cluster.workers[1].process.pid
+            f.cluster.workers[1].process.kill()
+            await _replaced(f.cluster, 1, old)
+            assert not f.cluster.failed.is_set()
+            f.cluster.workers[1].process.kill()  # the second death within the window
+            async with asyncio.timeout(10):
+                await f.cluster.failed.wait()
+            assert f.cluster.workers[1].process.pid != old  # not replaced again
+
+    run(scenario(), 90)
 
 
 def test_churn_in_a_table_process_backs_the_address_off_at_the_front() -> None:
