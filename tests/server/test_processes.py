@@ -354,6 +354,35 @@ def test_a_table_process_that_dies_is_replaced_and_its_matches_are_lost_loudly()
     run(scenario(), 120)
 
 
+def test_a_kit_bot_seated_in_a_lost_match_joins_again_and_plays_on(tmp_path: Path) -> None:
+    """The Python kit's bot in a match whose process dies: its Resume is refused (no such match
+    in the process it reaches), it joins afresh and plays the next match."""
+
+    async def scenario() -> None:
+        async with front() as f:
+            log = tmp_path / "alpha.log"
+            alpha = kit_bot(f.port, "alpha", log)
+            admin = Admin(f.port)
+            try:
+                k = await where_idle(f.cluster, "alpha")
+                lost = (await admin.create(2, ["alpha", "house:random"], hands=60, seed=8)).match_id
+                assert (await admin.get(lost)).state == ms.MATCH_STATE_RUNNING
+                old = f.cluster.workers[k].process.pid
+                f.cluster.workers[k].process.kill()
+                await _replaced(f.cluster, k, old)
+                await where_idle(f.cluster, "alpha", 30)
+                fresh = (await admin.create(2, ["alpha", "house:random"], hands=1, seed=9)).match_id
+                assert (await admin.wait_ended(fresh, 60)).termination == common.MATCH_TERMINATION_COMPLETED
+                text = log.read_text()
+                assert f"could not resume match {lost} (NOT_FOUND" in text and "joining afresh" in text, text[-2000:]
+            finally:
+                await admin.close()
+                alpha.kill()
+                alpha.wait()
+
+    run(scenario(), 120)
+
+
 def test_a_table_process_that_keeps_dying_stops_the_front(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cluster_module, "RESTARTS", 1)
 
