@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
@@ -67,6 +67,9 @@ RESTARTS = 3
 one more stops the front (exit 1): a process that keeps dying is for the operator and a
 supervisor, not for a restart loop."""
 RESTART_WINDOW = 60.0
+STUCK_SECONDS = 30.0
+"""A table process that answers no health check for this long is killed (and so replaced): its
+event loop is stuck, and with it its matches and their clocks, which would otherwise wait forever."""
 MAX_LOST = 100_000
 """Lost match ids the front remembers, to say what happened to them (the oldest beyond are forgotten)."""
 
@@ -191,6 +194,7 @@ class Cluster:
         self._tasks.append(loop.create_task(watch_door(door, self.health)))
         for w in self.workers:
             self._tasks.append(loop.create_task(self._watch(w)))
+            self._tasks.append(loop.create_task(self._heartbeat(w)))
         return door.port
 
     def _table_metrics(self, loop: asyncio.AbstractEventLoop) -> list[tuple[str, str | None]]:
@@ -315,8 +319,28 @@ class Cluster:
         self.restarts.inc()
         self.up.set()
         self.log.warning("table_process_restarted", process=w.index, pid=new.process.pid)
-        self._tasks.append(asyncio.get_running_loop().create_task(self._watch(new)))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._watch(new)))
+        self._tasks.append(loop.create_task(self._heartbeat(new)))
         self.kick.set()
+
+    async def _heartbeat(self, w: Worker) -> None:
+        """Asks *w*'s health service every second (answered in its event loop, like its tables);
+        kills it when no answer came for STUCK_SECONDS."""
+        check = health_pb2_grpc.HealthStub(w.channel).Check
+        answered = time.monotonic()
+        while w.alive and w.process.returncode is None:
+            try:
+                await check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                answered = time.monotonic()
+            except grpc.aio.AioRpcError:
+                if time.monotonic() - answered >= STUCK_SECONDS and w.process.returncode is None:
+                    self.log.error(
+                        "table_process_stuck", process=w.index, silent_s=round(time.monotonic() - answered, 1)
+                    )
+                    w.process.kill()  # _watch replaces it
+                    return
+            await asyncio.sleep(1.0)
 
     def _lose(self, w: Worker, code: int) -> list[str]:
         """Forgets dead *w*: its matches become lost (their calls say why), the per-peer places of

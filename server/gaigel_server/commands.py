@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
         metavar="N",
         help="play tables in N processes behind one front process that routes each connection "
         "(a table's seats all reach its process; --metrics-port serves every process's metrics, "
-        "labelled process; a process that dies is replaced and its matches are lost, a fourth death "
+        "labelled process; a process that dies or hangs for 30 s is replaced and its matches are lost, a fourth death "
         "within a minute stops the server) "
         "(default %(default)s: one process does everything)",
     )

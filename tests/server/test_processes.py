@@ -383,6 +383,36 @@ def test_a_kit_bot_seated_in_a_lost_match_joins_again_and_plays_on(tmp_path: Pat
     run(scenario(), 120)
 
 
+def test_a_stuck_table_process_is_killed_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table process whose event loop answers nothing (stopped with SIGSTOP: its tables and
+    their clocks stand still) is killed after STUCK_SECONDS without a health answer and replaced;
+    its waiting match is lost, loudly."""
+    monkeypatch.setattr(cluster_module, "STUCK_SECONDS", 2.0)
+
+    async def scenario() -> None:
+        async with front() as f:
+            admin = Admin(f.port)
+            try:
+                await asyncio.sleep(1.5)  # a few heartbeats answered: a healthy process is left alone
+                assert f.cluster.restarts._value.get() == 0
+                match = (await admin.create(2, ["alpha", "house:random"], hands=1, seed=4)).match_id
+                k = f.cluster.owner[match]
+                stuck = f.cluster.workers[k].process
+                stuck.send_signal(signal.SIGSTOP)
+                started = time.monotonic()
+                await _replaced(f.cluster, k, stuck.pid, 30)
+                assert time.monotonic() - started >= 2.0 - 1.0  # its last answer may be a beat before the stop
+                assert stuck.returncode == -signal.SIGKILL
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await admin.get(match)
+                assert e.value.code() == grpc.StatusCode.DATA_LOSS
+                assert f"its table process {k} exited with code -9" in str(e.value.details())
+            finally:
+                await admin.close()
+
+    run(scenario(), 90)
+
+
 def test_a_table_process_that_keeps_dying_stops_the_front(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cluster_module, "RESTARTS", 1)
 
