@@ -364,7 +364,9 @@ class Cluster:
         with contextlib.suppress(ValueError, OSError):
             asyncio.get_running_loop().remove_reader(w.control.fileno())
         w.control.close()
-        asyncio.get_running_loop().create_task(w.channel.close(None))
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(w.channel.close(None))
+        )  # held: the loop keeps weak refs
         return lost
 
     async def _live(self, w: Worker) -> Worker:
