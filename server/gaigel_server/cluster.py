@@ -599,6 +599,11 @@ class Cluster:
         self.kick.set()
         return out
 
+    async def _refuse_lost(self, match_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """Ends the call with DATA_LOSS and why, if *match_id* was lost with its table process."""
+        if match_id in self.lost:
+            await context.abort(grpc.StatusCode.DATA_LOSS, f"match {match_id!r} is lost: {self.lost[match_id]}")
+
     def _owners_of(self, match_id: str) -> list[Worker]:
         k = self.owner.get(match_id)
         return [self.workers[k]] if k is not None else list(self.workers)
@@ -608,8 +613,7 @@ class Cluster:
             match_id = ms.GetMatchRequest.FromString(raw).match_id  # match_id is field 1 of all three
         except Exception:
             match_id = ""
-        if match_id in self.lost:
-            await context.abort(grpc.StatusCode.DATA_LOSS, f"match {match_id!r} is lost: {self.lost[match_id]}")
+        await self._refuse_lost(match_id, context)
         candidates = self._owners_of(match_id)
         for w in candidates:
             try:
@@ -689,8 +693,7 @@ class Cluster:
         if not self.config.watch_without_token:
             await self._auth(context)
         match_id = ms.WatchMatchRequest.FromString(raw).match_id
-        if match_id in self.lost:
-            await context.abort(grpc.StatusCode.DATA_LOSS, f"match {match_id!r} is lost: {self.lost[match_id]}")
+        await self._refuse_lost(match_id, context)
         for w in self._owners_of(match_id):
             w = await self._live(w)
             call = w.channel.unary_stream(f"/{MATCH_SERVICE}/WatchMatch", None, None)(raw, metadata=self._admin())
@@ -699,9 +702,7 @@ class Cluster:
                     yield bytes(item)
                 return
             except grpc.aio.AioRpcError as e:
-                if match_id in self.lost:  # its process died while it was watched
-                    await context.abort(grpc.StatusCode.DATA_LOSS, f"match {match_id!r} is lost: {self.lost[match_id]}")
-                    return
+                await self._refuse_lost(match_id, context)  # its process died while it was watched
                 if e.code() != grpc.StatusCode.NOT_FOUND or w.index == self._owners_of(match_id)[-1].index:
                     await context.abort(e.code(), e.details() or "")
                     return
