@@ -127,7 +127,14 @@ async def _bot(port: int, i: int, pace: float, count: Count) -> None:
             request_serializer=bs.PlayRequest.SerializeToString,
             response_deserializer=bs.PlayResponse.FromString,
         )()
-        join = bs.Join(bot_token=_token(i), bot_name=_name(i), bot_version="1", protocol_version=1, compact=True)
+        join = bs.Join(
+            bot_token=_token(i),
+            bot_name=_name(i),
+            bot_version="1",
+            protocol_version=1,
+            compact=True,
+            compact_hand_end=True,  # as every kit joins
+        )
         await call.write(bs.PlayRequest(join=join))
         while True:
             msg = await call.read()

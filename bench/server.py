@@ -30,8 +30,9 @@ serializers and protobuf parsing), which runs in this process with one event loo
 * **throughput**: decisions answered per second over all N streams in the window.
 * **server CPU**: user + system CPU of the server process per decision (Linux ``/proc``).
 
-With ``--compact`` the bots join in compact mode (Join.compact: HandStart and Events ride
-in the next DecisionRequest), and the reference is the ideal of that mode: the echo server
+With ``--compact`` the bots join in compact mode (Join.compact and Join.compact_hand_end, as every
+kit does: HandStart, Events and HandEnd ride in the next DecisionRequest), and the reference
+is the ideal of that mode: the echo server
 writes ONE message per decision, each cycle's recorded compact bytes concatenated (a valid
 PlayResponse: protobuf merges concatenated messages), so one round trip per decision with
 the same bytes. The plain full server runs in the same run too (path ``plain``), for its
@@ -101,7 +102,14 @@ def open_stream(channel: grpc.aio.Channel, method: str) -> Any:
 
 def join(i: int, compact: bool = False) -> bs.PlayRequest:
     return bs.PlayRequest(
-        join=bs.Join(bot_token=token(i), bot_name=bot_name(i), bot_version="1", protocol_version=1, compact=compact)
+        join=bs.Join(
+            bot_token=token(i),
+            bot_name=bot_name(i),
+            bot_version="1",
+            protocol_version=1,
+            compact=compact,
+            compact_hand_end=compact,  # a compact bot of any kit: the hand's end rides too
+        )
     )
 
 

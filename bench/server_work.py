@@ -61,7 +61,7 @@ def play(players: int, hands: int, seed: int, compact: bool, t: Timer) -> int:
     seats = [Seat(cast(SeatHost, None), s, Clock()) for s in range(players)]  # no table: nothing comes in
     broadcast = Broadcast(seats)
     for s in range(players):
-        joined = BotSession(f"b{s}", "1", compact=compact)
+        joined = BotSession(f"b{s}", "1", compact=compact, fold_hand_end=compact)
         joined.attach(Stream(max_queued_bytes=1 << 40))
         seats[s].bind(joined)
     driver = MatchDriver(spec, events=True)

@@ -181,6 +181,7 @@ class Join(_message.Message):
     BOT_VERSION_FIELD_NUMBER: _builtins.int
     PROTOCOL_VERSION_FIELD_NUMBER: _builtins.int
     COMPACT_FIELD_NUMBER: _builtins.int
+    COMPACT_HAND_END_FIELD_NUMBER: _builtins.int
     bot_token: _builtins.str
     """Required. The bot token issued by MatchService.RegisterBot."""
     bot_name: _builtins.str
@@ -197,6 +198,14 @@ class Join(_message.Message):
     first flushes the waiting ones as messages of their own, so the order a bot sees is
     unchanged. The session keeps the mode across Resume. Off: every message on its own.
     """
+    compact_hand_end: _builtins.bool
+    """Optional, with compact only. The end of a hand rides too, so that every decision
+    costs one message each way: a HandEnd and the events of its hand before it wait for
+    the session's next DecisionRequest (DecisionRequest.ended_hand_events and .hand_end)
+    instead of going out on their own. Set it only if the bot reads those two fields
+    (every kit of this repository does); MatchEnd and any other message still flush
+    everything waiting first. Ignored without compact.
+    """
     def __init__(
         self,
         *,
@@ -205,10 +214,11 @@ class Join(_message.Message):
         bot_version: _builtins.str = ...,
         protocol_version: _builtins.int = ...,
         compact: _builtins.bool = ...,
+        compact_hand_end: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "bot_token", b"bot_token", "bot_version", b"bot_version", "compact", b"compact", "protocol_version", b"protocol_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_name", b"bot_name", "bot_token", b"bot_token", "bot_version", b"bot_version", "compact", b"compact", "compact_hand_end", b"compact_hand_end", "protocol_version", b"protocol_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -574,6 +584,8 @@ class DecisionRequest(_message.Message):
     BANK_LEFT_FIELD_NUMBER: _builtins.int
     HAND_START_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
+    HAND_END_FIELD_NUMBER: _builtins.int
+    ENDED_HAND_EVENTS_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """An unguessable id of this decision; answers must quote it."""
     @_builtins.property
@@ -604,6 +616,19 @@ class DecisionRequest(_message.Message):
         DecisionRequest, oldest first, as they would have been sent on their own.
         """
 
+    @_builtins.property
+    def hand_end(self) -> _game_pb2.HandEnd:
+        """Join.compact_hand_end only: the HandEnd of a hand that ended since the session's
+        previous DecisionRequest. The order of a folded request is ended_hand_events,
+        hand_end, hand_start, events.
+        """
+
+    @_builtins.property
+    def ended_hand_events(self) -> _containers.RepeatedCompositeFieldContainer[_game_pb2.Event]:
+        """Join.compact_hand_end only: the events of that ended hand since the session's previous
+        DecisionRequest, oldest first; they happened before hand_end.
+        """
+
     def __init__(
         self,
         *,
@@ -614,10 +639,12 @@ class DecisionRequest(_message.Message):
         bank_left: _duration_pb2.Duration | None = ...,
         hand_start: _game_pb2.HandStart | None = ...,
         events: _abc.Iterable[_game_pb2.Event] | None = ...,
+        hand_end: _game_pb2.HandEnd | None = ...,
+        ended_hand_events: _abc.Iterable[_game_pb2.Event] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "hand_start", b"hand_start", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "hand_end", b"hand_end", "hand_start", b"hand_start", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "decision_id", b"decision_id", "events", b"events", "hand_start", b"hand_start", "legal_actions", b"legal_actions", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank_left", b"bank_left", "decision_id", b"decision_id", "ended_hand_events", b"ended_hand_events", "events", b"events", "hand_end", b"hand_end", "hand_start", b"hand_start", "legal_actions", b"legal_actions", "observation", b"observation", "time_left", b"time_left"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -371,7 +371,13 @@ class BotServicer:
                 f"SESSION_LIMIT: bot {name!r} keeps opening sessions past its limit of "
                 f"{self.lobby.max_sessions_per_bot}; new ones are refused for {wait:.1f} s more",
             )
-        session = BotSession(name, clip(join.bot_version, MAX_VERSION), compact=join.compact, peer=context.peer() or "")
+        session = BotSession(
+            name,
+            clip(join.bot_version, MAX_VERSION),
+            compact=join.compact,
+            peer=context.peer() or "",
+            fold_hand_end=join.compact_hand_end,
+        )
         try:
             self.lobby.add_session(session)
         except ServiceError:

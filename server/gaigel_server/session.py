@@ -161,7 +161,9 @@ class BoundSeat(Protocol):
 class BotSession:
     """One bot session: plays the matches it is assigned, one at a time."""
 
-    def __init__(self, bot_name: str, bot_version: str, compact: bool = False, peer: str = "") -> None:
+    def __init__(
+        self, bot_name: str, bot_version: str, compact: bool = False, peer: str = "", fold_hand_end: bool = False
+    ) -> None:
         self.session_id = secrets.token_hex(8)
         self.peer = peer  # grpc's peer of the Join's stream (--processes: which connection to drain)
         self.bot_name = bot_name
@@ -178,6 +180,9 @@ class BotSession:
         self.compact = compact  # Join.compact: kept for the session's life, Resume included
         self.held_start: bytes | None = None  # compact: a serialized HandStart waiting for the next DecisionRequest
         self.held_events: list[bytes] = []  # compact: serialized Events, likewise
+        self.fold_hand_end = compact and fold_hand_end  # Join.compact_hand_end: the hand's end is held too
+        self.held_end: bytes | None = None  # that: a serialized HandEnd waiting for the next DecisionRequest
+        self.held_end_events: list[bytes] = []  # and the Events of its hand held before it
 
     # --- sending ---------------------------------------------------------------------
 
@@ -203,31 +208,55 @@ class BotSession:
             if kind == "hand_start":
                 self._hold_start(payload)
                 return None
+            if kind == "hand_end" and self.fold_hand_end:
+                self._hold_end(payload)
+                return None
             if kind != "decision_request":
                 self.flush()
-            elif self.held_start is not None or self.held_events:
+            elif self.held_start is not None or self.held_events or self.held_end is not None:
                 payload = self._folded(payload)
         return self._emit(kind, payload, tracked)
 
     def _hold_start(self, hand_start: bytes) -> None:
-        # A HandStart rides before its hand's events: anything held from before goes out first.
+        # A HandStart rides before its hand's events: anything held from its hand's time goes out first.
         if self.held_start is not None or self.held_events:
             self.flush()
         self.held_start = hand_start
 
+    def _hold_end(self, hand_end: bytes) -> None:
+        # One HandEnd rides, after its hand's events; a second (the session was never asked in
+        # between) or the end of a hand whose start is still held sends everything held first.
+        if self.held_end is not None or self.held_start is not None:
+            self.flush()
+        self.held_end_events, self.held_events = self.held_events, []
+        self.held_end = hand_end
+
     def _folded(self, request: bytes) -> bytes:
-        """The serialized *request* with the held messages in it: its fields 1..5, then hand_start (6)
-        and events (7), the order protobuf itself writes."""
+        """The serialized *request* with the held messages in it: its fields 1..5, then hand_start (6),
+        events (7), hand_end (8) and ended_hand_events (9), the order protobuf itself writes."""
         parts = [request]
+        field = wire.field
         if self.held_start is not None:
-            parts.append(wire.field(wire.D_HAND_START, self.held_start))
-        field, tag = wire.field, wire.D_EVENT
+            parts.append(field(wire.D_HAND_START, self.held_start))
+        tag = wire.D_EVENT
         parts.extend([field(tag, event) for event in self.held_events])
+        if self.held_end is not None:
+            parts.append(field(wire.D_HAND_END, self.held_end))
+            tag = wire.D_ENDED_EVENT
+            parts.extend([field(tag, event) for event in self.held_end_events])
+            self.held_end, self.held_end_events = None, []
         self.held_start, self.held_events = None, []
         return b"".join(parts)
 
     def flush(self) -> None:
-        """Sends the held HandStart and Events as messages of their own, oldest first."""
+        """Sends the held messages as messages of their own, in the order they happened: the ended
+        hand's Events and HandEnd, then the HandStart and Events after them."""
+        if self.held_end is not None:
+            end, end_events = self.held_end, self.held_end_events
+            self.held_end, self.held_end_events = None, []
+            for event in end_events:
+                self._emit("event", event, False)
+            self._emit("hand_end", end, False)
         start, events = self.held_start, self.held_events
         self.held_start, self.held_events = None, []
         if start is not None:
@@ -238,6 +267,7 @@ class BotSession:
     def drop_held(self) -> None:
         """Forgets held messages: the match they belong to is over for this session."""
         self.held_start, self.held_events = None, []
+        self.held_end, self.held_end_events = None, []
 
     def _emit(self, kind: str, payload: bytes, tracked: bool) -> Outgoing | None:
         """Numbers, buffers and (if a stream is attached) queues the PlayResponse whose *kind* is *payload*."""

@@ -289,7 +289,9 @@ _D = bs.DecisionRequest
 _D_ID, _D_LEGAL, _D_OBSERVATION = tag(_D, "decision_id"), tag(_D, "legal_actions"), tag(_D, "observation")
 _D_TIME_LEFT, _D_BANK_LEFT = tag(_D, "time_left"), tag(_D, "bank_left")
 D_HAND_START, D_EVENT = tag(_D, "hand_start"), tag(_D, "events")
-"""The compact fields of a DecisionRequest (its held HandStart and Events), written after the others."""
+D_HAND_END, D_ENDED_EVENT = tag(_D, "hand_end"), tag(_D, "ended_hand_events")
+"""The compact fields of a DecisionRequest (its held HandStart and Events, with Join.compact_hand_end
+also the held HandEnd and its hand's last Events), written after the others."""
 _LEGAL: dict[int, bs.LegalAction] = {}
 _LEGAL_FIELDS: dict[int, bytes] = {}
 _DURATION_SECONDS, _DURATION_NANOS = b"\x08", b"\x10"  # google.protobuf.Duration: seconds = 1, nanos = 2
@@ -409,7 +411,9 @@ def trick_won(hand_index: int, trick_index: int, seat: int, side: int, points: i
 __all__ = [
     "CARD",
     "CARDS",
+    "D_ENDED_EVENT",
     "D_EVENT",
+    "D_HAND_END",
     "D_HAND_START",
     "FACE_DOWN_OPENINGS",
     "PHASES",

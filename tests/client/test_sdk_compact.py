@@ -100,6 +100,7 @@ def test_join_asks_for_compact_by_default_and_can_be_turned_off(
     address, _ = serve(script)
     assert run(Recorder(), address, "tok", **FAST, **kwargs) == 0
     assert [j.compact for j in joins] == [expected]
+    assert [j.compact_hand_end for j in joins] == [expected]  # it unfolds the hand's end too
 
 
 # --- unfolding --------------------------------------------------------------------------------
@@ -163,6 +164,59 @@ def test_folded_messages_reach_the_same_hooks_in_the_same_order(serve: Any) -> N
         "match_end",
     ]
     # decide sees the request without the folded fields, byte for byte as in plain mode
+    assert compact.calls == plain.calls
+
+
+def _two_hands() -> list[pb.PlayResponse]:
+    """Plain mode across a hand's end: a decision, the hand's last event and HandEnd, the next
+    hand's start and first event, a decision, its hand's end."""
+    out = [
+        fs.match_start(1),
+        fs.hand_start(2),
+        fs.decision(3, "d1", [9, 20]),
+        fs.card_played(4, 1, 9),
+        fs.hand_end(5),
+        fs.hand_start(6, hand=(4, 8, 10, 21, 31)),
+        fs.card_played(7, 0, 4),
+        fs.decision(8, "d2", [8, 10]),
+        fs.hand_end(9),
+        fs.match_end(10),
+    ]
+    out[5].hand_start.hand_index = out[6].event.hand_index = out[8].hand_end.hand_index = 1
+    return out
+
+
+def _folded_ends() -> list[pb.PlayResponse]:
+    """The same with Join.compact_hand_end: the first hand's end rides in d2, in front of the new hand."""
+    plain = _two_hands()
+    first, second = plain[2], plain[7]
+    first.decision_request.hand_start.CopyFrom(plain[1].hand_start)
+    second.decision_request.ended_hand_events.append(plain[3].event)
+    second.decision_request.hand_end.CopyFrom(plain[4].hand_end)
+    second.decision_request.hand_start.CopyFrom(plain[5].hand_start)
+    second.decision_request.events.append(plain[6].event)
+    out = [plain[0], first, second, plain[8], plain[9]]
+    for i, msg in enumerate(out):
+        msg.sequence = i + 1
+    return out
+
+
+def test_a_folded_hand_end_reaches_the_hooks_between_its_events_and_the_next_hand(serve: Any) -> None:
+    plain = _play(serve, _two_hands(), compact=False)
+    compact = _play(serve, _folded_ends(), compact=True)
+    assert [c[0] for c in plain.calls] == [
+        "welcome",
+        "match_start",
+        "hand_start",
+        "decide",
+        "event",
+        "hand_end",
+        "hand_start",
+        "event",
+        "decide",
+        "hand_end",
+        "match_end",
+    ]
     assert compact.calls == plain.calls
 
 

@@ -110,9 +110,11 @@ class ScriptedBot:
         seed: int = 0,
         matches: int = 1,
         compact: bool = False,
+        fold_hand_end: bool = False,
     ) -> None:
         self.port = port
         self.compact = compact
+        self.fold_hand_end = fold_hand_end  # Join.compact_hand_end
         self.name = name
         self.token = BOTS.get(name, "") if token is None else token
         self.policy = policy
@@ -134,7 +136,12 @@ class ScriptedBot:
         if first is None:
             first = bs.PlayRequest(
                 join=bs.Join(
-                    bot_token=self.token, bot_name=self.name, bot_version="t1", protocol_version=1, compact=self.compact
+                    bot_token=self.token,
+                    bot_name=self.name,
+                    bot_version="t1",
+                    protocol_version=1,
+                    compact=self.compact,
+                    compact_hand_end=self.fold_hand_end,
                 )
             )
         await self.call.write(first)

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 import grpc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,11 +41,14 @@ def unfold(received: list[bs.PlayResponse]) -> Unfolded:
         if kind == "decision_request":
             req = bs.DecisionRequest()
             req.CopyFrom(msg.decision_request)
+            out.extend(("event", ev.SerializeToString()) for ev in req.ended_hand_events)
+            if req.HasField("hand_end"):
+                out.append(("hand_end", req.hand_end.SerializeToString()))
             if req.HasField("hand_start"):
                 out.append(("hand_start", req.hand_start.SerializeToString()))
             out.extend(("event", ev.SerializeToString()) for ev in req.events)
-            req.ClearField("hand_start")
-            req.ClearField("events")
+            for name in ("ended_hand_events", "hand_end", "hand_start", "events"):
+                req.ClearField(name)
             req.decision_id = decisions.setdefault(req.decision_id, f"d{len(decisions)}")
             out.append((kind, req.SerializeToString()))
             continue
@@ -71,23 +75,40 @@ def folded_counts(received: list[bs.PlayResponse]) -> tuple[int, int]:
     return inside, alone
 
 
-def assert_flushed_only_by_others(received: list[bs.PlayResponse]) -> None:
-    """In a compact stream a standalone HandStart or Event is there only because a message of
-    another kind (not a DecisionRequest) flushed it: the run of them must end in one."""
+def folded_ends(received: list[bs.PlayResponse]) -> tuple[int, int]:
+    """(HandEnds carried inside DecisionRequests, standalone HandEnds)."""
+    inside = sum(1 for m in received if m.HasField("decision_request") and m.decision_request.HasField("hand_end"))
+    return inside, sum(1 for m in received if m.HasField("hand_end"))
+
+
+def assert_flushed_only_by_others(
+    received: list[bs.PlayResponse], held: tuple[str, ...] = ("hand_start", "event")
+) -> None:
+    """In a compact stream a standalone message of a *held* kind is there only because a message
+    of another kind (not a DecisionRequest) flushed it: the run of them must end in one."""
     kinds = [m.WhichOneof("message") for m in received]
     for i, kind in enumerate(kinds):
-        if kind in ("hand_start", "event"):
-            following = next(k for k in kinds[i + 1 :] if k not in ("hand_start", "event"))
+        if kind in held:
+            following = next(k for k in kinds[i + 1 :] if k not in held)
             assert following != "decision_request", f"message {i} ({kind}) should have ridden in the next request"
 
 
-async def play_match(players: int, seed: int, compact_seats: set[int], hands: int = 2) -> list[ScriptedBot]:
+async def play_match(
+    players: int, seed: int, compact_seats: set[int], hands: int = 2, fold_hand_end: bool = False
+) -> list[ScriptedBot]:
     """One seeded match of scripted bots (seat s plays bot p<s> with rng seed s); the seats in
-    *compact_seats* join compact."""
+    *compact_seats* join compact (and with *fold_hand_end*, Join.compact_hand_end)."""
     async with running_server(bots=dict(BOTS), clock=SLOW) as (_, port):
         admin = Admin(port)
         bots = [
-            ScriptedBot(port, NAMES[s], token=BOTS[NAMES[s]], seed=s, compact=s in compact_seats)
+            ScriptedBot(
+                port,
+                NAMES[s],
+                token=BOTS[NAMES[s]],
+                seed=s,
+                compact=s in compact_seats,
+                fold_hand_end=fold_hand_end and s in compact_seats,
+            )
             for s in range(players)
         ]
         tasks = [asyncio.create_task(b.run()) for b in bots]
@@ -100,12 +121,12 @@ async def play_match(players: int, seed: int, compact_seats: set[int], hands: in
         return bots
 
 
-def compare_modes(players: int, seed: int, hands: int = 2) -> None:
+def compare_modes(players: int, seed: int, hands: int = 2, fold_hand_end: bool = False) -> None:
     """Every seat plays once compact and once plain in the same seeded match: same unfolded messages."""
     evens = {s for s in range(players) if s % 2 == 0}
     odds = set(range(players)) - evens
-    first = run(play_match(players, seed, evens, hands))
-    second = run(play_match(players, seed, odds, hands))
+    first = run(play_match(players, seed, evens, hands, fold_hand_end))
+    second = run(play_match(players, seed, odds, hands, fold_hand_end))
     for seat in range(players):
         compact, plain = (first, second) if seat in evens else (second, first)
         assert compact[seat].status == grpc.StatusCode.OK and plain[seat].status == grpc.StatusCode.OK
@@ -113,29 +134,45 @@ def compare_modes(players: int, seed: int, hands: int = 2) -> None:
         inside, _ = folded_counts(compact[seat].received)
         assert inside > 0, "nothing was folded"
         assert folded_counts(plain[seat].received)[0] == 0, "a plain session got folded messages"
+        assert folded_ends(plain[seat].received)[0] == 0, "a plain session got a folded HandEnd"
         assert len(compact[seat].received) < len(plain[seat].received)
-        assert_flushed_only_by_others(compact[seat].received)
+        ends_inside, ends_alone = folded_ends(compact[seat].received)
+        if fold_hand_end:
+            # Every hand but the last ends before one of this seat's requests (the last one's
+            # HandEnd is flushed by MatchEnd); nothing is flushed by a request.
+            assert ends_inside == hands - 1 and ends_alone == 1, (ends_inside, ends_alone)
+            assert_flushed_only_by_others(compact[seat].received, ("hand_start", "event", "hand_end"))
+            # One message per decision: from the MatchStart to the last request nothing else.
+            kinds = [m.WhichOneof("message") for m in compact[seat].received]
+            last = len(kinds) - 1 - kinds[::-1].index("decision_request")
+            assert kinds[:2] == ["welcome", "match_start"] and set(kinds[2 : last + 1]) == {"decision_request"}
+        else:
+            assert ends_inside == 0, "a session without Join.compact_hand_end got a folded HandEnd"
+            assert_flushed_only_by_others(compact[seat].received)
 
 
-def test_compact_and_plain_sessions_see_the_same_messages() -> None:
-    compare_modes(players=4, seed=7, hands=3)
+@pytest.mark.parametrize("fold_hand_end", [False, True], ids=["compact", "compact_hand_end"])
+def test_compact_and_plain_sessions_see_the_same_messages(fold_hand_end: bool) -> None:
+    compare_modes(players=4, seed=7, hands=3, fold_hand_end=fold_hand_end)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(players=st.sampled_from([2, 3, 4, 6]), seed=st.integers(0, 2**64 - 1))
-def test_unfolded_compact_equals_plain_for_any_seed(players: int, seed: int) -> None:
-    compare_modes(players, seed, hands=1)
+@given(players=st.sampled_from([2, 3, 4, 6]), seed=st.integers(0, 2**64 - 1), fold_hand_end=st.booleans())
+def test_unfolded_compact_equals_plain_for_any_seed(players: int, seed: int, fold_hand_end: bool) -> None:
+    compare_modes(players, seed, hands=2, fold_hand_end=fold_hand_end)
 
 
 # --- Resume -----------------------------------------------------------------------------------
 
 
-async def play_with_drop(compact: bool, drop_at: int) -> tuple[list[bs.PlayResponse], list[bs.PlayResponse]]:
+async def play_with_drop(
+    compact: bool, drop_at: int, fold_hand_end: bool = False
+) -> tuple[list[bs.PlayResponse], list[bs.PlayResponse]]:
     """Seat 0 drops its stream on its *drop_at*-th DecisionRequest without answering, resumes
     with the sequence number before it, and plays on. Returns (before the drop, after the resume)."""
     async with running_server(bots=dict(BOTS), clock=SLOW) as (_, port):
         admin = Admin(port)
-        me = ScriptedBot(port, "p0", token=BOTS["p0"], seed=0, compact=compact)
+        me = ScriptedBot(port, "p0", token=BOTS["p0"], seed=0, compact=compact, fold_hand_end=fold_hand_end)
         other = ScriptedBot(port, "p1", token=BOTS["p1"], seed=1)
         other_task = asyncio.create_task(other.run())
         await me.open()
@@ -183,8 +220,9 @@ def _without_faults(unfolded: Unfolded) -> Unfolded:
     return out
 
 
-def test_resume_keeps_compact_mode_and_loses_nothing() -> None:
-    before, after = run(play_with_drop(compact=True, drop_at=3))
+@pytest.mark.parametrize("fold_hand_end", [False, True], ids=["compact", "compact_hand_end"])
+def test_resume_keeps_compact_mode_and_loses_nothing(fold_hand_end: bool) -> None:
+    before, after = run(play_with_drop(compact=True, drop_at=3, fold_hand_end=fold_hand_end))
     assert after[0].HasField("welcome") and after[0].welcome.resumed
     resent = after[1]
     assert resent.sequence == before[-1].sequence and resent.SerializeToString() == before[-1].SerializeToString()
@@ -192,7 +230,11 @@ def test_resume_keeps_compact_mode_and_loses_nothing() -> None:
     later = [m for m in after[2:] if m.HasField("decision_request")]
     faults = [ev.fault.reason for ev in later[0].decision_request.events if ev.HasField("fault")]
     assert faults == [cm.FAULT_REASON_DISCONNECT, cm.FAULT_REASON_RESUMED]
-    assert_flushed_only_by_others(after[1:])
+    assert_flushed_only_by_others(
+        after[1:], ("hand_start", "event", "hand_end") if fold_hand_end else ("hand_start", "event")
+    )
+    if fold_hand_end:  # the first hand ended after the Resume: its end rode in a request
+        assert folded_ends(after[1:]) == (1, 1)
     sequences = [m.sequence for m in before[1:] + after[2:]]
     assert sequences == list(range(1, len(sequences) + 1)), "a message was lost or numbered twice"
     # The same match without the break, plain: the same game messages, none lost.
@@ -269,8 +311,8 @@ def test_old_client_without_the_field_is_unchanged() -> None:
 # --- what flushes ------------------------------------------------------------------------------
 
 
-def _session(compact: bool) -> tuple[BotSession, Stream]:
-    session, stream = BotSession("p0", "v", compact=compact), Stream()
+def _session(compact: bool, fold_hand_end: bool = False) -> tuple[BotSession, Stream]:
+    session, stream = BotSession("p0", "v", compact=compact, fold_hand_end=fold_hand_end), Stream()
     session.attach(stream)
     return session, stream
 
@@ -312,6 +354,96 @@ def test_other_messages_flush_the_held_ones_first() -> None:
     plain, pstream = _session(compact=False)
     _script(plain)
     assert unfold(got) == unfold(queued(pstream))
+
+
+def test_with_compact_hand_end_the_same_script_keeps_its_order() -> None:
+    folding, stream = _session(compact=True, fold_hand_end=True)
+    _script(folding)
+    got = queued(stream)
+    # Event 3 came after the HandEnd and before the next HandStart: it flushes the held end
+    # (a HandStart rides before its hand's events), so the order is the plain one.
+    plain, pstream = _session(compact=False)
+    _script(plain)
+    assert unfold(got) == unfold(queued(pstream))
+    assert [m.sequence for m in got] == list(range(1, len(got) + 1))
+    assert folding.held_end is None and not folding.held_end_events and folding.held_start is None
+
+
+def _hand(index: int, trick: int) -> tuple[gm.HandStart, gm.Event, gm.HandEnd]:
+    return (
+        gm.HandStart(hand_index=index, dealer_seat=index % 2),
+        gm.Event(hand_index=index, trick_won=gm.TrickWon(trick_index=trick, winner_seat=1)),
+        gm.HandEnd(hand_index=index),
+    )
+
+
+def test_compact_hand_end_rides_in_the_next_request_in_protobufs_own_bytes() -> None:
+    session, stream = _session(compact=True, fold_hand_end=True)
+    start0, last0, end0 = _hand(0, 9)
+    start1, first1, _ = _hand(1, 0)
+    request = bs.DecisionRequest(decision_id="d2", legal_actions=[bs.LegalAction(id=3)])
+    session.send(hand_start=start0)
+    session.send(decision_request=bs.DecisionRequest(decision_id="d1"))
+    session.send(event=last0)
+    session.send(hand_end=end0)
+    session.send(hand_start=start1)
+    session.send(event=first1)
+    session.send(decision_request=request)
+    got = queued(stream)
+    assert [m.WhichOneof("message") for m in got] == ["decision_request", "decision_request"]
+    want = bs.PlayResponse(sequence=2, decision_request=request)
+    want.decision_request.ended_hand_events.append(last0)
+    want.decision_request.hand_end.CopyFrom(end0)
+    want.decision_request.hand_start.CopyFrom(start1)
+    want.decision_request.events.append(first1)
+    assert got[1].SerializeToString() == want.SerializeToString()
+    plain, pstream = _session(compact=False)
+    for kind, msg in [
+        ("hand_start", start0),
+        ("decision_request", bs.DecisionRequest(decision_id="d1")),
+        ("event", last0),
+        ("hand_end", end0),
+        ("hand_start", start1),
+        ("event", first1),
+        ("decision_request", request),
+    ]:
+        plain.send(**{kind: msg})
+    assert unfold(got) == unfold(queued(pstream))
+
+
+def test_a_second_hand_end_before_a_request_flushes_the_first() -> None:
+    session, stream = _session(compact=True, fold_hand_end=True)
+    start1, _, end1 = _hand(1, 0)
+    _, _, end0 = _hand(0, 0)
+    session.send(hand_end=end0)
+    session.send(hand_start=start1)
+    session.send(hand_end=end1)  # hand 1 ended before this seat was asked anything
+    session.send(decision_request=bs.DecisionRequest(decision_id="d"))
+    got = queued(stream)
+    assert [m.WhichOneof("message") for m in got] == ["hand_end", "hand_start", "decision_request"]
+    assert got[0].hand_end.hand_index == 0 and got[2].decision_request.hand_end.hand_index == 1
+
+
+def test_match_end_flushes_a_held_hand_end_and_drop_held_forgets_it() -> None:
+    session, stream = _session(compact=True, fold_hand_end=True)
+    _, last, end = _hand(0, 8)
+    session.send(event=last)
+    session.send(hand_end=end)
+    session.send(match_end=gm.MatchEnd(match_id="m"))
+    assert [m.WhichOneof("message") for m in queued(stream)] == ["event", "hand_end", "match_end"]
+    session.send(event=last)
+    session.send(hand_end=end)
+    session.drop_held()
+    session.send(decision_request=bs.DecisionRequest(decision_id="d"))
+    (request,) = queued(stream)
+    assert not request.decision_request.HasField("hand_end") and not request.decision_request.ended_hand_events
+
+
+def test_compact_hand_end_without_compact_is_ignored() -> None:
+    session, stream = _session(compact=False, fold_hand_end=True)
+    session.send(hand_end=gm.HandEnd(hand_index=0))
+    session.send(decision_request=bs.DecisionRequest(decision_id="d"))
+    assert [m.WhichOneof("message") for m in queued(stream)] == ["hand_end", "decision_request"]
 
 
 def test_a_new_hand_start_flushes_what_is_held() -> None:

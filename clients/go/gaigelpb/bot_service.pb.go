@@ -321,9 +321,16 @@ type Join struct {
 	// order they happened). Any other message (HandEnd, MatchEnd, ActionRejected, ...)
 	// first flushes the waiting ones as messages of their own, so the order a bot sees is
 	// unchanged. The session keeps the mode across Resume. Off: every message on its own.
-	Compact       bool `protobuf:"varint,5,opt,name=compact,proto3" json:"compact,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Compact bool `protobuf:"varint,5,opt,name=compact,proto3" json:"compact,omitempty"`
+	// Optional, with compact only. The end of a hand rides too, so that every decision
+	// costs one message each way: a HandEnd and the events of its hand before it wait for
+	// the session's next DecisionRequest (DecisionRequest.ended_hand_events and .hand_end)
+	// instead of going out on their own. Set it only if the bot reads those two fields
+	// (every kit of this repository does); MatchEnd and any other message still flush
+	// everything waiting first. Ignored without compact.
+	CompactHandEnd bool `protobuf:"varint,6,opt,name=compact_hand_end,json=compactHandEnd,proto3" json:"compact_hand_end,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Join) Reset() {
@@ -387,6 +394,13 @@ func (x *Join) GetProtocolVersion() int32 {
 func (x *Join) GetCompact() bool {
 	if x != nil {
 		return x.Compact
+	}
+	return false
+}
+
+func (x *Join) GetCompactHandEnd() bool {
+	if x != nil {
+		return x.CompactHandEnd
 	}
 	return false
 }
@@ -1146,9 +1160,16 @@ type DecisionRequest struct {
 	HandStart *HandStart `protobuf:"bytes,6,opt,name=hand_start,json=handStart,proto3" json:"hand_start,omitempty"`
 	// Compact mode only (Join.compact): the events since the session's previous
 	// DecisionRequest, oldest first, as they would have been sent on their own.
-	Events        []*Event `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Events []*Event `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
+	// Join.compact_hand_end only: the HandEnd of a hand that ended since the session's
+	// previous DecisionRequest. The order of a folded request is ended_hand_events,
+	// hand_end, hand_start, events.
+	HandEnd *HandEnd `protobuf:"bytes,8,opt,name=hand_end,json=handEnd,proto3" json:"hand_end,omitempty"`
+	// Join.compact_hand_end only: the events of that ended hand since the session's previous
+	// DecisionRequest, oldest first; they happened before hand_end.
+	EndedHandEvents []*Event `protobuf:"bytes,9,rep,name=ended_hand_events,json=endedHandEvents,proto3" json:"ended_hand_events,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DecisionRequest) Reset() {
@@ -1226,6 +1247,20 @@ func (x *DecisionRequest) GetHandStart() *HandStart {
 func (x *DecisionRequest) GetEvents() []*Event {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *DecisionRequest) GetHandEnd() *HandEnd {
+	if x != nil {
+		return x.HandEnd
+	}
+	return nil
+}
+
+func (x *DecisionRequest) GetEndedHandEvents() []*Event {
+	if x != nil {
+		return x.EndedHandEvents
 	}
 	return nil
 }
@@ -1341,14 +1376,15 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\x06resume\x18\x02 \x01(\v2\x11.gaigel.v1.ResumeH\x00R\x06resume\x12+\n" +
 	"\x06action\x18\x03 \x01(\v2\x11.gaigel.v1.ActionH\x00R\x06action\x12(\n" +
 	"\x05leave\x18\x04 \x01(\v2\x10.gaigel.v1.LeaveH\x00R\x05leaveB\t\n" +
-	"\amessage\"\xa4\x01\n" +
+	"\amessage\"\xce\x01\n" +
 	"\x04Join\x12\x1b\n" +
 	"\tbot_token\x18\x01 \x01(\tR\bbotToken\x12\x19\n" +
 	"\bbot_name\x18\x02 \x01(\tR\abotName\x12\x1f\n" +
 	"\vbot_version\x18\x03 \x01(\tR\n" +
 	"botVersion\x12)\n" +
 	"\x10protocol_version\x18\x04 \x01(\x05R\x0fprotocolVersion\x12\x18\n" +
-	"\acompact\x18\x05 \x01(\bR\acompact\"\xa0\x01\n" +
+	"\acompact\x18\x05 \x01(\bR\acompact\x12(\n" +
+	"\x10compact_hand_end\x18\x06 \x01(\bR\x0ecompactHandEnd\"\xa0\x01\n" +
 	"\x06Resume\x12\x19\n" +
 	"\bmatch_id\x18\x01 \x01(\tR\amatchId\x12\x12\n" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\x12!\n" +
@@ -1406,7 +1442,7 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\x04card\x18\x04 \x01(\v2\x0f.gaigel.v1.CardR\x04card\x12'\n" +
 	"\x04meld\x18\x05 \x01(\x0e2\x13.gaigel.v1.MeldKindR\x04meld\x12,\n" +
 	"\tmeld_suit\x18\x06 \x01(\x0e2\x0f.gaigel.v1.SuitR\bmeldSuit\x12,\n" +
-	"\aopening\x18\a \x01(\x0e2\x12.gaigel.v1.OpeningR\aopening\"\xf8\x02\n" +
+	"\aopening\x18\a \x01(\x0e2\x12.gaigel.v1.OpeningR\aopening\"\xe5\x03\n" +
 	"\x0fDecisionRequest\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12;\n" +
@@ -1416,7 +1452,9 @@ const file_gaigel_v1_bot_service_proto_rawDesc = "" +
 	"\tbank_left\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bbankLeft\x123\n" +
 	"\n" +
 	"hand_start\x18\x06 \x01(\v2\x14.gaigel.v1.HandStartR\thandStart\x12(\n" +
-	"\x06events\x18\a \x03(\v2\x10.gaigel.v1.EventR\x06events\"\xfd\x01\n" +
+	"\x06events\x18\a \x03(\v2\x10.gaigel.v1.EventR\x06events\x12-\n" +
+	"\bhand_end\x18\b \x01(\v2\x12.gaigel.v1.HandEndR\ahandEnd\x12<\n" +
+	"\x11ended_hand_events\x18\t \x03(\v2\x10.gaigel.v1.EventR\x0fendedHandEvents\"\xfd\x01\n" +
 	"\x0eActionRejected\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x1b\n" +
@@ -1521,14 +1559,16 @@ var file_gaigel_v1_bot_service_proto_depIdxs = []int32{
 	24, // 22: gaigel.v1.DecisionRequest.bank_left:type_name -> google.protobuf.Duration
 	13, // 23: gaigel.v1.DecisionRequest.hand_start:type_name -> gaigel.v1.HandStart
 	14, // 24: gaigel.v1.DecisionRequest.events:type_name -> gaigel.v1.Event
-	1,  // 25: gaigel.v1.ActionRejected.reason:type_name -> gaigel.v1.RejectReason
-	2,  // 26: gaigel.v1.BotService.Play:input_type -> gaigel.v1.PlayRequest
-	7,  // 27: gaigel.v1.BotService.Play:output_type -> gaigel.v1.PlayResponse
-	27, // [27:28] is the sub-list for method output_type
-	26, // [26:27] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	15, // 25: gaigel.v1.DecisionRequest.hand_end:type_name -> gaigel.v1.HandEnd
+	14, // 26: gaigel.v1.DecisionRequest.ended_hand_events:type_name -> gaigel.v1.Event
+	1,  // 27: gaigel.v1.ActionRejected.reason:type_name -> gaigel.v1.RejectReason
+	2,  // 28: gaigel.v1.BotService.Play:input_type -> gaigel.v1.PlayRequest
+	7,  // 29: gaigel.v1.BotService.Play:output_type -> gaigel.v1.PlayResponse
+	29, // [29:30] is the sub-list for method output_type
+	28, // [28:29] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_gaigel_v1_bot_service_proto_init() }

@@ -263,6 +263,7 @@ class Session:
                         bot_version=self.version,
                         protocol_version=PROTOCOL_VERSION,
                         compact=self.compact,
+                        compact_hand_end=self.compact,  # _unfold reads the hand's end too
                     )
                 )
             outbox: queue.SimpleQueue[pb.PlayRequest | None] = queue.SimpleQueue()
@@ -399,8 +400,7 @@ class Session:
         elif kind == "hand_start":
             self._on_hand_start(response.hand_start)
         elif kind == "hand_end":
-            self.pending = None
-            self.bot.on_hand_end(response.hand_end)
+            self._on_hand_end(response.hand_end)
         elif kind == "match_end":
             self.pending = None
             self._match_over()
@@ -420,14 +420,26 @@ class Session:
             self.pending = None
         self.bot.on_event(event)
 
+    def _on_hand_end(self, hand_end: game_pb2.HandEnd) -> None:
+        self.pending = None
+        self.bot.on_hand_end(hand_end)
+
     def _on_hand_start(self, hand_start: game_pb2.HandStart) -> None:
         self.pending = None
         self.bot.on_hand_start(hand_start)
 
     def _unfold(self, request: pb.DecisionRequest) -> None:
-        """Compact mode: the HandStart and Events that rode in *request* go to the same hooks, in
-        the same order, as if they had come on their own; ``decide`` then sees the request as
-        plain mode has it (the hooks keep their messages: clearing the fields detaches them)."""
+        """Compact mode: what rode in *request* (the ended hand's last Events and HandEnd, then the
+        new HandStart and Events) goes to the same hooks, in the same order, as if it had come on
+        its own; ``decide`` then sees the request as plain mode has it (the hooks keep their
+        messages: clearing the fields detaches them)."""
+        if request.ended_hand_events:
+            for event in request.ended_hand_events:
+                self.handle_event(event)
+            request.ClearField("ended_hand_events")
+        if request.HasField("hand_end"):
+            self._on_hand_end(request.hand_end)
+            request.ClearField("hand_end")
         if request.HasField("hand_start"):
             self._on_hand_start(request.hand_start)
             request.ClearField("hand_start")
@@ -581,10 +593,10 @@ def run(
       which the server ignores if it had arrived). If the Resume is refused, the file is
       deleted and the bot joins afresh. Use one file per bot process.
     * ``compact`` (default True; ``$GAIGEL_COMPACT=0`` turns it off when not given) joins in
-      compact mode: the server folds HandStart and Events into the next DecisionRequest, one
-      message per decision instead of several. The SDK unfolds them into the same
-      ``on_hand_start`` and ``on_event`` calls, in the same order, before ``decide``, which
-      sees the request without them: a bot behaves the same either way.
+      compact mode: the server folds HandStart, Events and HandEnd into the next
+      DecisionRequest, one message per decision instead of several. The SDK unfolds them into
+      the same ``on_event``, ``on_hand_end`` and ``on_hand_start`` calls, in the same order,
+      before ``decide``, which sees the request without them: a bot behaves the same either way.
     * Returns after the ``matches``-th ``MatchEnd`` (having sent ``Leave`` when that match
       started), or when the server ends the stream with OK.
 
