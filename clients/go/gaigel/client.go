@@ -81,7 +81,8 @@ type Config struct {
 	// Logger receives progress and warnings; default slog.Default().
 	Logger *slog.Logger
 	// DisableCompact turns compact mode off. By default Join asks for compact mode
-	// (Join.compact): the server then sends HandStart and Events inside the next
+	// (Join.compact, with Join.compact_hand_end): the server then sends HandStart, Events
+	// and the HandEnd of a finished hand with its last Events inside the next
 	// DecisionRequest instead of on their own, one message per decision. Run unfolds
 	// them, so Listener and Decide see the same messages in the same order either way;
 	// a server without compact mode ignores the request. When DisableCompact is false,
@@ -201,6 +202,7 @@ func (s *session) run(ctx context.Context) error {
 			hello = &pb.PlayRequest{Message: &pb.PlayRequest_Join{Join: &pb.Join{
 				BotToken: s.cfg.Token, BotName: s.cfg.Name, BotVersion: s.cfg.Version,
 				ProtocolVersion: ProtocolVersion, Compact: !s.cfg.DisableCompact,
+				CompactHandEnd: !s.cfg.DisableCompact,
 			}}}
 		}
 		welcomed, err := s.play(ctx, hello, resuming)
@@ -361,18 +363,25 @@ func (s *session) handle(msg *pb.PlayResponse, resuming bool) error {
 	return nil
 }
 
-// unfold passes the HandStart and Events that rode in a compact-mode DecisionRequest to
-// the bot as messages of their own (numbered like the request), in the order they
-// happened, and removes them from the request: the bot sees exactly what it would have
-// seen without compact mode. Without folded messages it does nothing.
+// unfold passes the messages that rode in a compact-mode DecisionRequest to the bot as
+// messages of their own (numbered like the request), in the order they happened: the
+// ended hand's Events, its HandEnd, the new HandStart, then the new hand's Events. It
+// removes them from the request: the bot sees exactly what it would have seen without
+// compact mode. Without folded messages it does nothing.
 func (s *session) unfold(seq uint64, req *pb.DecisionRequest) {
+	for _, ev := range req.GetEndedHandEvents() {
+		s.notify(&pb.PlayResponse{Sequence: seq, Message: &pb.PlayResponse_Event{Event: ev}})
+	}
+	if he := req.GetHandEnd(); he != nil {
+		s.notify(&pb.PlayResponse{Sequence: seq, Message: &pb.PlayResponse_HandEnd{HandEnd: he}})
+	}
 	if hs := req.GetHandStart(); hs != nil {
 		s.notify(&pb.PlayResponse{Sequence: seq, Message: &pb.PlayResponse_HandStart{HandStart: hs}})
 	}
 	for _, ev := range req.GetEvents() {
 		s.notify(&pb.PlayResponse{Sequence: seq, Message: &pb.PlayResponse_Event{Event: ev}})
 	}
-	req.HandStart, req.Events = nil, nil
+	req.EndedHandEvents, req.HandEnd, req.HandStart, req.Events = nil, nil, nil, nil
 }
 
 func (s *session) rejected(r *pb.ActionRejected) error {

@@ -137,8 +137,8 @@ func equal(a, b []int32) bool {
 	return true
 }
 
-// foldServer plays a one-decision match in compact mode: the HandStart and two Events
-// ride in the DecisionRequest.
+// foldServer plays a one-decision match in compact mode: the end of the previous hand
+// (two Events and the HandEnd), the HandStart and two Events ride in the DecisionRequest.
 type foldServer struct {
 	pb.UnimplementedBotServiceServer
 	t    *testing.T
@@ -156,6 +156,11 @@ func (f *foldServer) Play(stream pb.BotService_PlayServer) error {
 		{Sequence: 1, Message: &pb.PlayResponse_MatchStart{MatchStart: &pb.MatchStart{MatchId: "m", Seat: 0}}},
 		{Sequence: 2, Message: &pb.PlayResponse_DecisionRequest{DecisionRequest: &pb.DecisionRequest{
 			DecisionId: "d1", LegalActions: []*pb.LegalAction{{Id: 3}, {Id: 7}},
+			EndedHandEvents: []*pb.Event{
+				{Kind: &pb.Event_TrickRevealed{TrickRevealed: &pb.TrickRevealed{}}},
+				{Kind: &pb.Event_TrickWon{TrickWon: &pb.TrickWon{WinnerSeat: 1}}},
+			},
+			HandEnd:   &pb.HandEnd{HandIndex: 0, WinnerSides: []int32{1}},
 			HandStart: &pb.HandStart{DealerSeat: 1},
 			Events: []*pb.Event{
 				{Kind: &pb.Event_OpeningDeclared{OpeningDeclared: &pb.OpeningDeclared{Seat: 1}}},
@@ -188,7 +193,8 @@ func (b *logBot) OnMessage(msg *pb.PlayResponse) {
 	if ev := msg.GetEvent(); ev != nil {
 		entry = fmt.Sprintf("%T", ev.GetKind())
 	}
-	if req := msg.GetDecisionRequest(); req != nil && (req.GetHandStart() != nil || len(req.GetEvents()) > 0) {
+	if req := msg.GetDecisionRequest(); req != nil && (req.GetHandStart() != nil || len(req.GetEvents()) > 0 ||
+		req.GetHandEnd() != nil || len(req.GetEndedHandEvents()) > 0) {
 		entry += " still folded"
 	}
 	b.log = append(b.log, entry)
@@ -233,8 +239,12 @@ func TestCompactUnfoldsInOrder(t *testing.T) {
 		if got := fake.join.GetCompact(); got != c.want {
 			t.Errorf("DisableCompact %v, GAIGEL_COMPACT %q: Join.compact %v", disable, c.env, got)
 		}
+		if got := fake.join.GetCompactHandEnd(); got != c.want {
+			t.Errorf("DisableCompact %v, GAIGEL_COMPACT %q: Join.compact_hand_end %v", disable, c.env, got)
+		}
 		want := []string{
 			"*gaigelpb.PlayResponse_Welcome", "*gaigelpb.PlayResponse_MatchStart",
+			"*gaigelpb.Event_TrickRevealed", "*gaigelpb.Event_TrickWon", "*gaigelpb.PlayResponse_HandEnd",
 			"*gaigelpb.PlayResponse_HandStart", "*gaigelpb.Event_OpeningDeclared", "*gaigelpb.Event_CardPlayed",
 			"*gaigelpb.PlayResponse_DecisionRequest", "Decide", "*gaigelpb.PlayResponse_MatchEnd",
 		}
