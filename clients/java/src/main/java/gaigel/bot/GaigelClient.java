@@ -53,11 +53,12 @@ public final class GaigelClient {
      * Connection settings; {@link #fromEnv} reads them from the environment.
      *
      * <p>{@code compact} (default true, {@link #withCompact}) asks for compact mode
-     * (Join.compact): the server sends HandStart and Events inside the next DecisionRequest
-     * instead of on their own, one message per decision. The client unfolds them, so
-     * {@code onHandStart}, {@code onEvent} and {@code decide} are called in the same order
-     * either way; a server without compact mode ignores it. {@link #fromEnv} takes it from
-     * GAIGEL_COMPACT ({@link #compactFromEnv}); {@code withCompact} on its result overrules that.
+     * (Join.compact, with Join.compact_hand_end): the server sends HandEnd, HandStart and Events
+     * inside the next DecisionRequest instead of on their own, one message per decision. The
+     * client unfolds them, so {@code onEvent}, {@code onHandEnd}, {@code onHandStart} and
+     * {@code decide} are called in the same order either way; a server without compact mode
+     * ignores it. {@link #fromEnv} takes it from GAIGEL_COMPACT ({@link #compactFromEnv});
+     * {@code withCompact} on its result overrules that.
      */
     public record Config(
             String server,
@@ -190,14 +191,22 @@ public final class GaigelClient {
     }
 
     /**
-     * Compact mode: passes the HandStart and Events that rode in {@code request} to the bot's
-     * {@code onHandStart} and {@code onEvent}, in the order they happened, and returns the
-     * request without them, so the bot sees exactly what it would have seen without compact
-     * mode. A request without folded messages is returned as it is.
+     * Compact mode: passes the messages that rode in {@code request} to the bot's hooks in the
+     * order they happened (the ended hand's events to {@code onEvent}, its HandEnd to
+     * {@code onHandEnd}, then the HandStart to {@code onHandStart} and the events to
+     * {@code onEvent}), and returns the request without them, so the bot sees exactly what it
+     * would have seen without compact mode. A request without folded messages is returned as it is.
      */
     static DecisionRequest unfold(DecisionRequest request, Bot bot) {
-        if (!request.hasHandStart() && request.getEventsCount() == 0) {
+        if (request.getEndedHandEventsCount() == 0 && !request.hasHandEnd()
+                && !request.hasHandStart() && request.getEventsCount() == 0) {
             return request;
+        }
+        for (Event event : request.getEndedHandEventsList()) {
+            bot.onEvent(event);
+        }
+        if (request.hasHandEnd()) {
+            bot.onHandEnd(request.getHandEnd());
         }
         if (request.hasHandStart()) {
             bot.onHandStart(request.getHandStart());
@@ -205,7 +214,7 @@ public final class GaigelClient {
         for (Event event : request.getEventsList()) {
             bot.onEvent(event);
         }
-        return request.toBuilder().clearHandStart().clearEvents().build();
+        return request.toBuilder().clearEndedHandEvents().clearHandEnd().clearHandStart().clearEvents().build();
     }
 
     /** The reconnect delay after {@code failures} failed attempts, before jitter. */
@@ -262,7 +271,7 @@ public final class GaigelClient {
                     first = PlayRequest.newBuilder().setJoin(Join.newBuilder()
                             .setBotToken(config.token()).setBotName(config.name())
                             .setBotVersion(bot.version()).setProtocolVersion(PROTOCOL_VERSION)
-                            .setCompact(config.compact())).build();
+                            .setCompact(config.compact()).setCompactHandEnd(config.compact())).build();
                 }
                 BlockingQueue<Object> inbox = new LinkedBlockingQueue<>();
                 outbox = stub.play(new StreamObserver<>() {

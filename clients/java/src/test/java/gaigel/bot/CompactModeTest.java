@@ -8,6 +8,7 @@ import gaigel.v1.BotServiceGrpc;
 import gaigel.v1.CardPlayed;
 import gaigel.v1.DecisionRequest;
 import gaigel.v1.Event;
+import gaigel.v1.HandEnd;
 import gaigel.v1.HandStart;
 import gaigel.v1.Join;
 import gaigel.v1.LegalAction;
@@ -16,6 +17,7 @@ import gaigel.v1.MatchStart;
 import gaigel.v1.OpeningDeclared;
 import gaigel.v1.PlayRequest;
 import gaigel.v1.PlayResponse;
+import gaigel.v1.TrickWon;
 import gaigel.v1.Welcome;
 import io.grpc.Grpc;
 import io.grpc.InsecureServerCredentials;
@@ -28,11 +30,15 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /**
- * Compact mode against a scripted server: a DecisionRequest carrying a HandStart and two
- * Events reaches the bot as the same callbacks, in the same order, as those messages sent
- * on their own.
+ * Compact mode against a scripted server: a DecisionRequest carrying the ended hand's events,
+ * its HandEnd, a HandStart and two Events reaches the bot as the same callbacks, in the same
+ * order, as those messages sent on their own.
  */
 class CompactModeTest {
+    private static final List<Event> ENDED_HAND_EVENTS = List.of(
+            Event.newBuilder().setCardPlayed(CardPlayed.newBuilder().setSeat(3)).build(),
+            Event.newBuilder().setTrickWon(TrickWon.newBuilder().setWinnerSeat(3)).build());
+    private static final HandEnd HAND_END = HandEnd.newBuilder().addWinnerSides(1).build();
     private static final HandStart HAND_START = HandStart.newBuilder().setDealerSeat(1).build();
     private static final List<Event> EVENTS = List.of(
             Event.newBuilder().setOpeningDeclared(OpeningDeclared.newBuilder().setSeat(1)).build(),
@@ -50,6 +56,7 @@ class CompactModeTest {
         }
         @Override public void onWelcome(Welcome w) { log.add("welcome"); }
         @Override public void onMatchStart(MatchStart m) { log.add("matchStart"); }
+        @Override public void onHandEnd(HandEnd h) { log.add("handEnd " + h); }
         @Override public void onHandStart(HandStart h) { log.add("handStart " + h); }
         @Override public void onEvent(Event e) { log.add("event " + e.getKindCase() + " " + e); }
         @Override public void onMatchEnd(MatchEnd m) { log.add("matchEnd"); }
@@ -59,9 +66,12 @@ class CompactModeTest {
     private static List<String> play(boolean folded, GaigelClient.Config settings, AtomicReference<Join> join) throws Exception {
         List<PlayResponse> script = new ArrayList<>();
         if (folded) {
-            script.add(PlayResponse.newBuilder().setDecisionRequest(
-                    REQUEST.toBuilder().setHandStart(HAND_START).addAllEvents(EVENTS)).build());
+            script.add(PlayResponse.newBuilder().setDecisionRequest(REQUEST.toBuilder()
+                    .addAllEndedHandEvents(ENDED_HAND_EVENTS).setHandEnd(HAND_END)
+                    .setHandStart(HAND_START).addAllEvents(EVENTS)).build());
         } else {
+            ENDED_HAND_EVENTS.forEach(e -> script.add(PlayResponse.newBuilder().setEvent(e).build()));
+            script.add(PlayResponse.newBuilder().setHandEnd(HAND_END).build());
             script.add(PlayResponse.newBuilder().setHandStart(HAND_START).build());
             EVENTS.forEach(e -> script.add(PlayResponse.newBuilder().setEvent(e).build()));
             script.add(PlayResponse.newBuilder().setDecisionRequest(REQUEST).build());
@@ -116,9 +126,12 @@ class CompactModeTest {
         List<String> compact = play(true, base, compactJoin);
         List<String> plain = play(false, base.withCompact(false), plainJoin);
         assertTrue(compactJoin.get().getCompact());
+        assertTrue(compactJoin.get().getCompactHandEnd());
         assertFalse(plainJoin.get().getCompact());
+        assertFalse(plainJoin.get().getCompactHandEnd());
         List<String> kinds = compact.stream().map(s -> s.split(" ")[s.startsWith("event ") ? 1 : 0]).toList();
-        assertEquals(List.of("welcome", "matchStart", "handStart", "OPENING_DECLARED", "CARD_PLAYED", "decide", "matchEnd"), kinds);
+        assertEquals(List.of("welcome", "matchStart", "CARD_PLAYED", "TRICK_WON", "handEnd", "handStart",
+                "OPENING_DECLARED", "CARD_PLAYED", "decide", "matchEnd"), kinds);
         assertEquals(plain, compact);
     }
 }
