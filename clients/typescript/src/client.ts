@@ -70,10 +70,11 @@ export interface Config {
   /** Default: plaintext. */
   credentials?: grpc.ChannelCredentials;
   /**
-   * Compact mode (Join.compact), default true: the server sends HandStart and Events inside
-   * the next DecisionRequest instead of on their own, one message per decision. The
-   * client unfolds them, so `onMessage` and `decide` see the same messages in the same
-   * order either way; a server without compact mode ignores it. `false` turns it off.
+   * Compact mode (Join.compact and Join.compactHandEnd), default true: the server sends
+   * HandStart, Events and HandEnd inside the next DecisionRequest instead of on their own,
+   * one message per decision. The client unfolds them, so `onMessage` and `decide` see the
+   * same messages in the same order either way; a server without compact mode ignores it.
+   * `false` turns it off.
    * Unset, $GAIGEL_COMPACT decides (see `compactFromEnv`); set, it wins over $GAIGEL_COMPACT.
    */
   compact?: boolean;
@@ -133,7 +134,8 @@ class Session {
       } else {
         this.lastSeq = 0;
         this.pending = null;
-        hello = { join: { botToken: this.config.token, botName: this.config.name, botVersion: this.config.version, protocolVersion: PROTOCOL_VERSION, compact: this.config.compact ?? true } };
+        const compact = this.config.compact ?? true; // compactHandEnd with it: unfold reads every folded field
+        hello = { join: { botToken: this.config.token, botName: this.config.name, botVersion: this.config.version, protocolVersion: PROTOCOL_VERSION, compact, compactHandEnd: compact } };
       }
       let welcomed = false;
       try {
@@ -234,14 +236,20 @@ class Session {
   }
 
   /**
-   * Passes the HandStart and Events that rode in a compact-mode DecisionRequest to
-   * `onMessage` as messages of their own (numbered like the request), in the order they
-   * happened, and removes them from the request: the bot sees exactly what it would have
-   * seen without compact mode. Without folded messages it does nothing.
+   * Passes the messages that rode in a compact-mode DecisionRequest to `onMessage` as
+   * messages of their own (numbered like the request), in the order they happened: the
+   * ended hand's Events, its HandEnd, the new HandStart, then its Events. It removes them
+   * from the request, so the bot sees exactly what it would have seen without compact
+   * mode. (Clearing `pending`, as `handle` does for these messages, is left to the request
+   * itself, which replaces it next.) Without folded messages it does nothing.
    */
   private unfold(sequence: string, req: DecisionRequest__Output): void {
+    for (const event of req.endedHandEvents) this.bot.onMessage?.({ sequence, event, message: "event" });
+    if (req.handEnd) this.bot.onMessage?.({ sequence, handEnd: req.handEnd, message: "handEnd" });
     if (req.handStart) this.bot.onMessage?.({ sequence, handStart: req.handStart, message: "handStart" });
     for (const event of req.events) this.bot.onMessage?.({ sequence, event, message: "event" });
+    req.endedHandEvents = [];
+    req.handEnd = null;
     req.handStart = null;
     req.events = [];
   }

@@ -65,16 +65,19 @@ test("resumes after a dropped stream and answers a rejection", async () => {
   assert.equal(calls, 1);
 });
 
-// Compact mode: a DecisionRequest carrying a HandStart and two Events must reach the bot as
-// the same callbacks, in the same order, as those three messages sent on their own.
+// Compact mode: a DecisionRequest carrying the ended hand's two Events and HandEnd, then the
+// next hand's HandStart and two Events, must reach the bot as the same callbacks, in the
+// same order, as those six messages sent on their own.
 async function playOneDecision(folded: boolean, compact?: boolean, envCompact?: string) {
   let join: PlayRequest__Output["join"];
-  const handStart = { dealerSeat: 1, forehandSeat: 0 };
-  const events = [{ openingDeclared: { seat: 1 } }, { cardPlayed: { seat: 1, faceDown: true } }];
+  const endedHandEvents = [{ cardDrawn: { seat: 2, talonSize: 4 } }, { trickWon: { trickIndex: 5, winnerSeat: 2 } }];
+  const handEnd = { handIndex: 0, winnerSides: [0] };
+  const handStart = { handIndex: 1, dealerSeat: 1, forehandSeat: 0 };
+  const events = [{ handIndex: 1, openingDeclared: { seat: 1 } }, { handIndex: 1, cardPlayed: { seat: 1, faceDown: true } }];
   const request = { decisionId: "d1", legalActions: [{ id: 3 }, { id: 7 }] };
   const script: PlayResponse[] = folded
-    ? [{ decisionRequest: { ...request, handStart, events } }]
-    : [{ handStart }, ...events.map((event) => ({ event })), { decisionRequest: request }];
+    ? [{ decisionRequest: { ...request, endedHandEvents, handEnd, handStart, events } }]
+    : [...endedHandEvents.map((event) => ({ event })), { handEnd }, { handStart }, ...events.map((event) => ({ event })), { decisionRequest: request }];
   const server = new grpc.Server();
   server.addService(loadProto().gaigel.v1.BotService.service, {
     Play: async (call: grpc.ServerDuplexStream<PlayRequest__Output, PlayResponse>) => {
@@ -112,9 +115,13 @@ test("unfolds a compact DecisionRequest into the plain-mode callbacks, in order"
   const compact = await playOneDecision(true);
   const plain = await playOneDecision(false, false);
   assert.equal(compact.join?.compact, true);
+  assert.equal(compact.join?.compactHandEnd, true);
   assert.equal(plain.join?.compact, false);
+  assert.equal(plain.join?.compactHandEnd, false);
   const kinds = compact.seen.map((m) => (m === "decide" ? m : (m as PlayResponse__Output).event?.kind ?? (m as PlayResponse__Output).message));
-  assert.deepEqual(kinds, ["welcome", "matchStart", "handStart", "openingDeclared", "cardPlayed", "decisionRequest", "decide", "matchEnd"]);
+  assert.deepEqual(kinds, [
+    "welcome", "matchStart", "cardDrawn", "trickWon", "handEnd", "handStart", "openingDeclared", "cardPlayed", "decisionRequest", "decide", "matchEnd",
+  ]);
   assert.deepEqual(compact.seen, plain.seen);
 });
 
