@@ -65,6 +65,7 @@ class Session {
         j->set_bot_version(opt_.bot_version);
         j->set_protocol_version(kProtocolVersion);
         j->set_compact(opt_.compact);
+        j->set_compact_hand_end(opt_.compact);
       }
       grpc::ClientContext ctx;
       stream_ = stub_->Play(&ctx);
@@ -145,14 +146,34 @@ class Session {
     stream_->Write(req);
   }
 
-  // Compact mode: passes the HandStart and Events that rode in the request to the bot, in the
-  // order they happened, and removes them, so the bot sees exactly what it would have seen
-  // without compact mode. Does nothing when nothing is folded.
+  // Compact mode: passes the messages that rode in the request to the bot, in the order they
+  // happened (the ended hand's Events and HandEnd, then HandStart and Events), and removes
+  // them, so the bot sees exactly what it would have seen without compact mode. Does nothing
+  // when nothing is folded. Called before the request counts as pending, as its own messages
+  // would have come before it.
   void Unfold(v1::DecisionRequest& request) {
-    if (request.has_hand_start()) bot_.OnHandStart(request.hand_start());
-    for (const auto& event : request.events()) bot_.OnEvent(event);
+    for (const auto& event : request.ended_hand_events()) OnEvent(event);
+    if (request.has_hand_end()) OnHandEnd(request.hand_end());
+    if (request.has_hand_start()) OnHandStart(request.hand_start());
+    for (const auto& event : request.events()) OnEvent(event);
+    request.clear_ended_hand_events();
+    request.clear_hand_end();
     request.clear_hand_start();
     request.clear_events();
+  }
+
+  // An Event, HandStart or HandEnd, on its own or folded: the previous decision is over.
+  void OnEvent(const v1::Event& event) {
+    has_pending_ = false;
+    bot_.OnEvent(event);
+  }
+  void OnHandStart(const v1::HandStart& hand_start) {
+    has_pending_ = false;
+    bot_.OnHandStart(hand_start);
+  }
+  void OnHandEnd(const v1::HandEnd& hand_end) {
+    has_pending_ = false;
+    bot_.OnHandEnd(hand_end);
   }
 
   bool IsLegal(int id) const {
@@ -178,9 +199,9 @@ class Session {
     switch (msg.message_case()) {
       case v1::PlayResponse::kDecisionRequest:
         pending_ = msg.decision_request();
+        Unfold(pending_);
         has_pending_ = true;
         pending_answers_.clear();
-        Unfold(pending_);
         Send(bot_.Decide(pending_));
         break;
       case v1::PlayResponse::kActionRejected: {
@@ -209,8 +230,7 @@ class Session {
         break;
       }
       case v1::PlayResponse::kEvent:
-        has_pending_ = false;
-        bot_.OnEvent(msg.event());
+        OnEvent(msg.event());
         break;
       case v1::PlayResponse::kMatchStart: {
         const auto& m = msg.match_start();
@@ -228,12 +248,10 @@ class Session {
         break;
       }
       case v1::PlayResponse::kHandStart:
-        has_pending_ = false;
-        bot_.OnHandStart(msg.hand_start());
+        OnHandStart(msg.hand_start());
         break;
       case v1::PlayResponse::kHandEnd:
-        has_pending_ = false;
-        bot_.OnHandEnd(msg.hand_end());
+        OnHandEnd(msg.hand_end());
         break;
       case v1::PlayResponse::kMatchEnd:
         has_pending_ = false;

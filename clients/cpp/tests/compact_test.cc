@@ -1,7 +1,8 @@
-// Compact mode against a scripted in-process server: a DecisionRequest carrying a HandStart
-// and two Events must reach the bot as the same callbacks, in the same order, as those
-// messages sent on their own; Join.compact follows Options::compact, and OptionsFromEnv
-// reads GAIGEL_COMPACT as the Python SDK does. Run by ctest.
+// Compact mode against a scripted in-process server: a DecisionRequest carrying the ended
+// hand's Event and HandEnd, a HandStart and two Events must reach the bot as the same
+// callbacks, in the same order, as those messages sent on their own; Join.compact and
+// Join.compact_hand_end follow Options::compact, and OptionsFromEnv reads GAIGEL_COMPACT as
+// the Python SDK does. Run by ctest.
 #include <grpcpp/grpcpp.h>
 
 #include <cstdlib>
@@ -30,12 +31,14 @@ class ScriptedServer final : public v1::BotService::Service {
  public:
   explicit ScriptedServer(bool folded) : folded_(folded) {}
   bool join_compact = false;
+  bool join_compact_hand_end = false;
 
   grpc::Status Play(grpc::ServerContext*,
                     grpc::ServerReaderWriter<v1::PlayResponse, v1::PlayRequest>* stream) override {
     v1::PlayRequest req;
     if (!stream->Read(&req) || !req.has_join()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no Join");
     join_compact = req.join().compact();
+    join_compact_hand_end = req.join().compact_hand_end();
     uint64_t seq = 0;
     auto send = [&](v1::PlayResponse msg) {
       msg.set_sequence(seq++);
@@ -48,7 +51,14 @@ class ScriptedServer final : public v1::BotService::Service {
     msg.mutable_match_start()->set_match_id("m");
     send(msg);
 
+    v1::Event trick;  // the last event of the hand before
+    trick.set_hand_index(0);
+    trick.mutable_trick_won()->set_winner_seat(2);
+    v1::HandEnd hand_end;
+    hand_end.set_hand_index(0);
+    hand_end.add_winner_sides(0);
     v1::HandStart hand_start;
+    hand_start.set_hand_index(1);
     hand_start.set_dealer_seat(1);
     v1::Event opening, played;
     opening.mutable_opening_declared()->set_seat(1);
@@ -58,10 +68,18 @@ class ScriptedServer final : public v1::BotService::Service {
     request.set_decision_id("d1");
     request.add_legal_actions()->set_id(3);
     if (folded_) {
+      *request.add_ended_hand_events() = trick;
+      *request.mutable_hand_end() = hand_end;
       *request.mutable_hand_start() = hand_start;
       *request.add_events() = opening;
       *request.add_events() = played;
     } else {
+      msg.Clear();
+      *msg.mutable_event() = trick;
+      send(msg);
+      msg.Clear();
+      *msg.mutable_hand_end() = hand_end;
+      send(msg);
       msg.Clear();
       *msg.mutable_hand_start() = hand_start;
       send(msg);
@@ -97,10 +115,11 @@ class LogBot : public gaigel::Bot {
   void OnMatchStart(const v1::MatchStart&) override { log.push_back("OnMatchStart"); }
   void OnHandStart(const v1::HandStart& h) override { log.push_back("OnHandStart " + h.ShortDebugString()); }
   void OnEvent(const v1::Event& e) override { log.push_back("OnEvent " + e.ShortDebugString()); }
+  void OnHandEnd(const v1::HandEnd& h) override { log.push_back("OnHandEnd " + h.ShortDebugString()); }
   void OnMatchEnd(const v1::MatchEnd&) override { log.push_back("OnMatchEnd"); }
 };
 
-std::vector<std::string> Play(bool folded, bool compact, bool* join_compact) {
+std::vector<std::string> Play(bool folded, bool compact, bool* join_compact, bool* join_compact_hand_end) {
   ScriptedServer service(folded);
   int port = 0;
   grpc::ServerBuilder builder;
@@ -116,24 +135,31 @@ std::vector<std::string> Play(bool folded, bool compact, bool* join_compact) {
   Check(gaigel::Run(bot, options) == 0, "Run returns 0");
   server->Shutdown();
   *join_compact = service.join_compact;
+  *join_compact_hand_end = service.join_compact_hand_end;
   return bot.log;
 }
 
 }  // namespace
 
 int main() {
-  bool compact_join = false, plain_join = true;
+  bool compact_join = false, plain_join = true, compact_hand_end_join = false, plain_hand_end_join = true;
   Check(gaigel::Options{}.compact, "Options::compact defaults to true");
-  auto compact = Play(true, true, &compact_join);
-  auto plain = Play(false, false, &plain_join);
+  auto compact = Play(true, true, &compact_join, &compact_hand_end_join);
+  auto plain = Play(false, false, &plain_join, &plain_hand_end_join);
   Check(compact_join, "Join.compact set by default");
+  Check(compact_hand_end_join, "Join.compact_hand_end set by default");
   Check(!plain_join, "Join.compact unset with Options::compact = false");
-  const std::vector<std::string> kinds = {"OnMatchStart", "OnHandStart", "OnEvent", "OnEvent", "Decide", "OnMatchEnd"};
-  Check(compact.size() == kinds.size(), "six callbacks in compact mode");
+  Check(!plain_hand_end_join, "Join.compact_hand_end unset with Options::compact = false");
+  const std::vector<std::string> kinds = {"OnMatchStart", "OnEvent", "OnHandEnd", "OnHandStart", "OnEvent",
+                                          "OnEvent",      "Decide",  "OnMatchEnd"};
+  Check(compact.size() == kinds.size(), "eight callbacks in compact mode");
   for (size_t i = 0; i < kinds.size() && i < compact.size(); ++i)
     Check(compact[i].rfind(kinds[i], 0) == 0, "callback " + std::to_string(i) + " is " + kinds[i] + ": " + compact[i]);
-  Check(compact.size() > 3 && compact[2].find("opening_declared") != std::string::npos, "the opening first");
-  Check(compact.size() > 4 && compact[3].find("card_played") != std::string::npos, "then the card");
+  Check(compact.size() > 1 && compact[1].find("trick_won") != std::string::npos, "the ended hand's trick first");
+  Check(compact.size() > 4 && compact[4].find("opening_declared") != std::string::npos, "then the opening");
+  Check(compact.size() > 5 && compact[5].find("card_played") != std::string::npos, "then the card");
+  Check(compact.size() > 6 && compact[6] == "Decide decision_id: \"d1\" legal_actions { id: 3 }",
+        "Decide gets the request without the folded parts: " + (compact.size() > 6 ? compact[6] : ""));
   Check(compact == plain, "compact and plain mode give the same callbacks");
 
   // GAIGEL_COMPACT is read as the Python SDK reads it; a false Options::compact stays false.

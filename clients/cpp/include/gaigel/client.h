@@ -16,8 +16,9 @@ namespace gaigel {
 namespace v1 = ::gaigel::v1;
 
 // A bot. Only Decide is required; the On* hooks see the server's messages in order (also
-// in compact mode: the HandStart and Events folded into a DecisionRequest are passed to
-// OnHandStart and OnEvent first, and Decide gets the request without them).
+// in compact mode: the ended hand's Events and HandEnd, the HandStart and the Events folded
+// into a DecisionRequest are passed to OnEvent, OnHandEnd, OnHandStart and OnEvent first,
+// and Decide gets the request without them).
 class Bot {
  public:
   virtual ~Bot() = default;
@@ -44,11 +45,12 @@ struct Options {
   double initial_backoff = 0.1;   // seconds; doubles per failed reconnect ...
   double max_backoff = 5.0;       // ... up to this
   bool verbose = false;           // log joins, resumes and rejections to stderr
-  // Compact mode (Join.compact): the server sends HandStart and Events inside the next
-  // DecisionRequest instead of on their own, one message per decision. Run unfolds them,
-  // so OnHandStart, OnEvent and Decide are called in the same order either way; a server
-  // without compact mode ignores it. false turns it off. OptionsFromEnv also turns it off
-  // when GAIGEL_COMPACT says so; set it after OptionsFromEnv to overrule the variable.
+  // Compact mode (Join.compact and Join.compact_hand_end): the server sends Events, HandEnd
+  // and HandStart inside the next DecisionRequest instead of on their own, one message per
+  // decision. Run unfolds them, so OnEvent, OnHandEnd, OnHandStart and Decide are called in
+  // the same order either way; a server without compact mode ignores it. false turns it
+  // off. OptionsFromEnv also turns it off when GAIGEL_COMPACT says so; set it after
+  // OptionsFromEnv to overrule the variable.
   bool compact = true;
 };
 
