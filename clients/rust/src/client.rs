@@ -38,12 +38,13 @@ pub struct Config {
     pub initial_backoff: Duration,
     /// The longest reconnect delay.
     pub max_backoff: Duration,
-    /// Compact mode (`Join.compact`), default `true`: the server sends HandStart and Events
-    /// inside the next DecisionRequest instead of on their own, one message per decision.
-    /// The client unfolds them, so `on_hand_start`, `on_event` and `decide` are called in
-    /// the same order either way; a server without compact mode ignores it. `false` turns
-    /// it off. [`Config::from_env`] sets it from `$GAIGEL_COMPACT` as the Python SDK reads
-    /// it (`0`, `false`, `no` or `off` join plain); set it after `from_env` to overrule that.
+    /// Compact mode (`Join.compact` and `Join.compact_hand_end`), default `true`: the server
+    /// sends HandStart, Events and a hand's HandEnd inside the next DecisionRequest instead
+    /// of on their own, one message per decision. The client unfolds them, so the hooks and
+    /// `decide` are called in the same order either way; a server without compact mode
+    /// ignores it. `false` turns it off. [`Config::from_env`] sets it from `$GAIGEL_COMPACT`
+    /// as the Python SDK reads it (`0`, `false`, `no` or `off` join plain); set it after
+    /// `from_env` to overrule that.
     pub compact: bool,
 }
 
@@ -255,14 +256,7 @@ impl<'b, B: Bot> Session<'b, B> {
             } else {
                 self.last_sequence = 0;
                 self.pending = None;
-                Out::Join(pb::Join {
-                    bot_token: self.config.token.clone(),
-                    bot_name: self.config.name.clone(),
-                    bot_version: self.version.clone(),
-                    protocol_version: PROTOCOL_VERSION,
-                    compact: self.config.compact,
-                    ..Default::default()
-                })
+                Out::Join(self.join())
             };
             let (tx, rx) = mpsc::unbounded_channel();
             let _ = tx.send(PlayRequest { message: Some(first) });
@@ -328,6 +322,20 @@ impl<'b, B: Bot> Session<'b, B> {
         }
     }
 
+    // ..Default::default() as for Action: a Join field added to the proto later stays zero.
+    #[allow(clippy::needless_update)]
+    fn join(&self) -> pb::Join {
+        pb::Join {
+            bot_token: self.config.token.clone(),
+            bot_name: self.config.name.clone(),
+            bot_version: self.version.clone(),
+            protocol_version: PROTOCOL_VERSION,
+            compact: self.config.compact,
+            compact_hand_end: self.config.compact,
+            ..Default::default()
+        }
+    }
+
     fn send(&self, message: Out) {
         if let Some(tx) = &self.outbox {
             let _ = tx.send(PlayRequest { message: Some(message) });
@@ -364,7 +372,15 @@ impl<'b, B: Bot> Session<'b, B> {
             In::Welcome(_) => unreachable!(),
             In::DecisionRequest(mut request) => {
                 // Compact mode: what rode in the request first, in the order it happened, as
-                // if it had come on its own. Without folded messages this does nothing.
+                // if it had come on its own (the end of the previous hand, then this hand's
+                // start and events; the pending decision they would clear is replaced below).
+                // Without folded messages this does nothing.
+                for e in std::mem::take(&mut request.ended_hand_events) {
+                    self.bot.on_event(&e);
+                }
+                if let Some(h) = request.hand_end.take() {
+                    self.bot.on_hand_end(&h);
+                }
                 if let Some(h) = request.hand_start.take() {
                     self.bot.on_hand_start(&h);
                 }
@@ -558,7 +574,10 @@ mod tests {
 
     impl Bot for LogBot {
         fn decide(&mut self, request: &pb::DecisionRequest) -> i32 {
-            let folded = request.hand_start.is_some() || !request.events.is_empty();
+            let folded = request.hand_start.is_some()
+                || !request.events.is_empty()
+                || request.hand_end.is_some()
+                || !request.ended_hand_events.is_empty();
             self.0.push(format!("decide {} folded={folded}", request.decision_id));
             request.legal_actions[0].id
         }
@@ -573,6 +592,9 @@ mod tests {
         }
         fn on_event(&mut self, msg: &pb::Event) {
             self.0.push(format!("event {:?}", msg.kind));
+        }
+        fn on_hand_end(&mut self, msg: &pb::HandEnd) {
+            self.0.push(format!("hand_end hand={}", msg.hand_index));
         }
         fn on_match_end(&mut self, _: &pb::MatchEnd) {
             self.0.push("match_end".into());
@@ -600,10 +622,16 @@ mod tests {
     #[test]
     fn compact_decision_request_unfolds_in_order() {
         use pb::event::Kind;
+        let event = |kind| pb::Event { kind: Some(kind), ..Default::default() };
+        let ended_hand_events = vec![
+            event(Kind::CardPlayed(pb::CardPlayed { seat: 0, ..Default::default() })),
+            event(Kind::TrickWon(pb::TrickWon { winner_seat: 0, ..Default::default() })),
+        ];
+        let hand_end = pb::HandEnd { hand_index: 1, ..Default::default() };
         let hand_start = pb::HandStart { dealer_seat: 1, ..Default::default() };
         let events = vec![
-            pb::Event { kind: Some(Kind::OpeningDeclared(pb::OpeningDeclared { seat: 1, ..Default::default() })), ..Default::default() },
-            pb::Event { kind: Some(Kind::CardPlayed(pb::CardPlayed { seat: 1, ..Default::default() })), ..Default::default() },
+            event(Kind::OpeningDeclared(pb::OpeningDeclared { seat: 1, ..Default::default() })),
+            event(Kind::CardPlayed(pb::CardPlayed { seat: 1, ..Default::default() })),
         ];
         let request = pb::DecisionRequest {
             decision_id: "d1".into(),
@@ -612,17 +640,40 @@ mod tests {
         };
         let start = || In::MatchStart(pb::MatchStart::default());
         let end = || In::MatchEnd(pb::MatchEnd::default());
-        let folded = pb::DecisionRequest { hand_start: Some(hand_start.clone()), events: events.clone(), ..request.clone() };
+        let folded = pb::DecisionRequest {
+            ended_hand_events: ended_hand_events.clone(),
+            hand_end: Some(hand_end.clone()),
+            hand_start: Some(hand_start.clone()),
+            events: events.clone(),
+            ..request.clone()
+        };
         let compact = callbacks(vec![start(), In::DecisionRequest(folded), end()]);
-        let mut plain_messages = vec![start(), In::HandStart(hand_start)];
+        let mut plain_messages = vec![start()];
+        plain_messages.extend(ended_hand_events.into_iter().map(In::Event));
+        plain_messages.extend([In::HandEnd(hand_end), In::HandStart(hand_start)]);
         plain_messages.extend(events.into_iter().map(In::Event));
         plain_messages.extend([In::DecisionRequest(request), end()]);
         let plain = callbacks(plain_messages);
-        assert_eq!(compact[..3], ["welcome", "match_start", "hand_start dealer=1"]);
-        assert!(compact[3].starts_with("event Some(OpeningDeclared"), "{compact:?}");
-        assert!(compact[4].starts_with("event Some(CardPlayed"), "{compact:?}");
-        assert_eq!(compact[5..], ["decide d1 folded=false", "match_end"]);
+        assert_eq!(compact.len(), 10, "{compact:?}");
+        assert_eq!(compact[..2], ["welcome", "match_start"]);
+        assert!(compact[2].starts_with("event Some(CardPlayed(CardPlayed { seat: 0"), "{compact:?}");
+        assert!(compact[3].starts_with("event Some(TrickWon"), "{compact:?}");
+        assert_eq!(compact[4..6], ["hand_end hand=1", "hand_start dealer=1"]);
+        assert!(compact[6].starts_with("event Some(OpeningDeclared(OpeningDeclared { seat: 1"), "{compact:?}");
+        assert!(compact[7].starts_with("event Some(CardPlayed(CardPlayed { seat: 1"), "{compact:?}");
+        assert_eq!(compact[8..], ["decide d1 folded=false", "match_end"]);
         assert_eq!(compact, plain);
+    }
+
+    #[tokio::test] // a channel needs a runtime, even a lazy one
+    async fn join_asks_for_the_folded_hand_end_only_when_compact() {
+        let channel = Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+        for compact in [true, false] {
+            let mut bot = LogBot::default();
+            let config = Config { token: "t".into(), name: "n".into(), compact, ..Default::default() };
+            let join = Session::new(&mut bot, config, channel.clone()).join();
+            assert_eq!((join.compact, join.compact_hand_end), (compact, compact));
+        }
     }
 
     #[test]
