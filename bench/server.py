@@ -40,6 +40,11 @@ server CPU and messages per decision beside compact's.
 
 * **messages per decision**: server messages the bots received per decision answered.
 
+``--door`` adds the path ``direct``, the full server without its front door (grpc listens
+itself), and ``--relay PROGRAM`` the path ``relayed``: that server behind PROGRAM, a native
+relay (``cc -O2 -o /tmp/gaigel-relay bench/relay.c``), whose CPU counts as the server's: what
+the door's hop costs when the relay is as cheap as it gets.
+
 Each (N, path) runs in a fresh server process: ``--warmup`` seconds unmeasured, then
 ``--seconds`` measured. Ratios are full / echo (round trip: lower is better; throughput:
 higher is better). The first output line is the command that reproduces the run.
@@ -56,6 +61,7 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -158,7 +164,7 @@ async def _echo_server(cycles: list[list[bytes]], ready: Any, stop: Any) -> None
 
 
 def _serve(kind: str, arg: Any, ready: Any, stop: Any, profile: str | None = None, loop: str = "asyncio") -> None:
-    if kind == "direct":  # the full server without its front door: grpc listens itself
+    if kind in ("direct", "relayed"):  # the full server without its front door: grpc listens itself
         main = _full_server(arg, ready, stop, front_door=False)
     elif kind != "full":
         main = _echo_server(arg, ready, stop)
@@ -171,6 +177,12 @@ def _serve(kind: str, arg: Any, ready: Any, stop: Any, profile: str | None = Non
             import cProfile
 
             cProfile.runctx("runner.run(main)", globals(), locals(), profile)
+
+
+def _cpu_of(pids: list[int]) -> float | None:
+    """The CPU seconds of all of *pids* (the server, and a relay in front of it)."""
+    seconds = [_cpu_seconds(pid) for pid in pids]
+    return None if None in seconds else sum(s for s in seconds if s is not None)
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -228,12 +240,12 @@ async def _bot(channel: grpc.aio.Channel, method: str, first: bs.PlayRequest, st
 
 
 async def _load(
-    kind: str, port: int, streams: int, warmup: float, seconds: float, pid: int, compact: bool = False
+    kind: str, port: int, streams: int, warmup: float, seconds: float, pids: list[int], compact: bool = False
 ) -> dict[str, Any]:
     stats = Stats()
     options = [("grpc.max_receive_message_length", 4 * 1024 * 1024)]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
-        if kind in ("full", "direct"):
+        if kind in ("full", "direct", "relayed"):
             admin = ms_grpc.MatchServiceStub(channel)
             md = (("authorization", f"Bearer {ADMIN}"),)
             tasks = [asyncio.create_task(_bot(channel, PLAY, join(i, compact), stats)) for i in range(streams)]
@@ -243,13 +255,13 @@ async def _load(
         else:
             tasks = [asyncio.create_task(_bot(channel, ECHO, join(i), stats)) for i in range(streams)]
         await asyncio.sleep(warmup)
-        cpu0 = _cpu_seconds(pid)
+        cpu0 = _cpu_of(pids)
         stats.measuring = True
         t0 = time.perf_counter()
         await asyncio.sleep(seconds)
         stats.measuring = False
         elapsed = time.perf_counter() - t0
-        cpu1 = _cpu_seconds(pid)
+        cpu1 = _cpu_of(pids)
         stats.stopping = True
         for t in tasks:
             t.cancel()
@@ -319,19 +331,32 @@ def measure(
     profile: str | None = None,
     compact: bool = False,
     loop: str = "asyncio",
+    relay: str | None = None,
 ) -> dict[str, Any]:
-    """One timed run of *kind* ("full" or "echo") with *streams* streams, in a fresh server process
-    (*compact*: the full server's bots join compact)."""
+    """One timed run of *kind* ("full", "direct", "relayed" or "echo") with *streams* streams, in a
+    fresh server process (*compact*: the full server's bots join compact; "relayed": the server
+    without its door, behind the *relay* program, whose CPU counts as the server's)."""
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
-    arg = streams if kind in ("full", "direct") else cycles
+    arg = streams if kind in ("full", "direct", "relayed") else cycles
     proc = ctx.Process(target=_serve, args=(kind, arg, ready, stop, profile, loop), daemon=True)
     proc.start()
+    relayed: subprocess.Popen[str] | None = None
     try:
         port = ready.get(timeout=60)
         assert proc.pid is not None
-        return _client_loop().run_until_complete(_load(kind, port, streams, warmup, seconds, proc.pid, compact))
+        pids = [proc.pid]
+        if kind == "relayed":
+            assert relay is not None
+            relayed = subprocess.Popen([relay, str(port)], stdout=subprocess.PIPE, text=True)
+            assert relayed.stdout is not None
+            port = int(relayed.stdout.readline())  # the relay prints the port it listens on
+            pids.append(relayed.pid)
+        return _client_loop().run_until_complete(_load(kind, port, streams, warmup, seconds, pids, compact))
     finally:
+        if relayed is not None:
+            relayed.kill()
+            relayed.wait()
         stop.set()
         proc.join(10)
         if proc.is_alive():
@@ -420,6 +445,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the full server without its front door (gaigel serve --no-front-door): the door's cost",
     )
+    parser.add_argument(
+        "--relay",
+        metavar="PROGRAM",
+        help="also measure the server without its door behind PROGRAM, a relay that takes the server's port as its "
+        "argument and prints the port it listens on (bench/relay.c: what a native front door could at best cost)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat N: N must be at least 1")
@@ -441,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in streams:
         # --repeat: the paths take turns, round after round, so that a slow spell of the machine
         # falls on all of them; each figure is the median over the rounds.
-        rounds: dict[str, list[dict[str, Any]]] = {"echo": [], "full": [], "plain": [], "direct": []}
+        rounds: dict[str, list[dict[str, Any]]] = {"echo": [], "full": [], "plain": [], "direct": [], "relayed": []}
         for r in range(args.repeat):
             rounds["echo"].append(measure("echo", n, cycles, args.warmup, args.seconds, loop=args.loop))
             profile = None
@@ -457,9 +488,14 @@ def main(argv: list[str] | None = None) -> int:
                 rounds["direct"].append(
                     measure("direct", n, cycles, args.warmup, args.seconds, None, args.compact, args.loop)
                 )
+            if args.relay:
+                rounds["relayed"].append(
+                    measure("relayed", n, cycles, args.warmup, args.seconds, None, args.compact, args.loop, args.relay)
+                )
         echo, full = _median_run(rounds["echo"]), _median_run(rounds["full"])
         plain = _median_run(rounds["plain"]) if rounds["plain"] else None
         direct = _median_run(rounds["direct"]) if rounds["direct"] else None
+        relayed = _median_run(rounds["relayed"]) if rounds["relayed"] else None
         rows.append(
             {
                 "streams": n,
@@ -476,6 +512,17 @@ def main(argv: list[str] | None = None) -> int:
                         ),
                     }
                     if direct is not None
+                    else {}
+                ),
+                **(
+                    {
+                        "relayed": relayed,
+                        "relayed_rtt_p50_ratio": _ratio(relayed["rtt_p50_ms"], echo["rtt_p50_ms"]),
+                        "relayed_cpu_ratio": _ratio(
+                            relayed["server_cpu_us_per_decision"], echo["server_cpu_us_per_decision"]
+                        ),
+                    }
+                    if relayed is not None
                     else {}
                 ),
                 "rtt_p50_ratio": _ratio(full["rtt_p50_ms"], echo["rtt_p50_ms"]),
@@ -522,22 +569,22 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     head = (
-        f"{'streams':>7} | {'path':<6} | {'rtt p50 ms':>10} | {'rtt p99 ms':>10} | {'1st reply p50':>13} | "
+        f"{'streams':>7} | {'path':<7} | {'rtt p50 ms':>10} | {'rtt p99 ms':>10} | {'1st reply p50':>13} | "
         f"{'decisions/s':>11} | {'server CPU us/dec':>17} | {'msgs/dec':>8}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
-        for path in ("echo", "full", "plain", "direct"):
+        for path in ("echo", "full", "plain", "direct", "relayed"):
             x = r.get(path)
             if x is None:
                 continue
             print(
-                f"{r['streams']:>7} | {path:<6} | {x['rtt_p50_ms']:>10.3f} | {x['rtt_p99_ms']:>10.3f} | "
+                f"{r['streams']:>7} | {path:<7} | {x['rtt_p50_ms']:>10.3f} | {x['rtt_p99_ms']:>10.3f} | "
                 f"{_fmt(x['first_reply_p50_ms'], '>13.3f')} | {x['throughput']:>11.0f} | "
                 f"{_fmt(x['server_cpu_us_per_decision'], '>17.0f')} | {x['messages_per_decision']:>8.2f}"
             )
-        for path in ("echo", "full", "plain", "direct"):
+        for path in ("echo", "full", "plain", "direct", "relayed"):
             x = r.get(path)
             if x is None or "range" not in x:
                 continue
@@ -556,6 +603,11 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{'':>7} | full/direct (the front door's cost): round trip p50 x{_fmt(r['door_rtt_p50_ratio'], '.2f')}, "
                 f"throughput x{_fmt(r['door_throughput_ratio'], '.2f')}, server CPU per decision x{_fmt(r['door_cpu_ratio'], '.2f')}"
+            )
+        if "relayed" in r:
+            print(
+                f"{'':>7} | relayed/echo (no door, a native relay in front, its CPU counted): round trip p50 "
+                f"x{_fmt(r['relayed_rtt_p50_ratio'], '.2f')}, server CPU per decision x{_fmt(r['relayed_cpu_ratio'], '.2f')}"
             )
     print()
     for c in checks:
