@@ -59,7 +59,8 @@ MATCH_SERVICE = "gaigel.v1.MatchService"
 EXPECT_SECONDS = 10.0
 """Seconds a process waits for a moved (or wanted) bot's Join before the plan is made again."""
 MAX_OWNERS = 1_000_000
-"""Match ids whose process the front remembers (the oldest beyond are asked of every process)."""
+"""Match ids whose process the front remembers (the oldest beyond are asked of every process), and
+as many CreateMatch request ids with their match (an older one's retry makes a new match)."""
 METRICS_TIMEOUT = 2.0
 """Seconds a scrape waits for a table process's metrics (a stuck process is ``up`` 0, not a hung scrape)."""
 RESTARTS = 3
@@ -109,7 +110,7 @@ class Cluster:
         self.owner: OrderedDict[str, int] = OrderedDict()  # match id -> process index, in creation order
         self.created = 0
         self.order: dict[str, int] = {}
-        self.by_request: dict[str, int] = {}
+        self.by_request: OrderedDict[str, str] = OrderedDict()  # CreateMatch request_id -> its match
         self.expected: dict[tuple[int, str], deque[float]] = {}
         self.moving: dict[str, float] = {}  # session id -> when its move began
         self.routed = [0] * processes
@@ -356,7 +357,6 @@ class Cluster:
             self.lost[m] = why
         while len(self.lost) > MAX_LOST:
             self.lost.popitem(last=False)
-        self.by_request = {r: k for r, k in self.by_request.items() if k != w.index}
         if self.door is not None:
             for ident in w.handed:
                 self.door.handed_closed(ident)
@@ -585,7 +585,14 @@ class Cluster:
         except Exception:  # the table process answers a malformed request with its message
             request = ms.CreateMatchRequest()
         async with self.bots_lock:
-            k = self.by_request.get(request.request_id) if request.request_id else None
+            earlier = self.by_request.get(request.request_id) if request.request_id else None
+            if earlier is not None and earlier in self.lost:  # a retry must not play the match twice
+                await context.abort(
+                    grpc.StatusCode.DATA_LOSS,
+                    f"request_id {request.request_id[:64]!r} created match {earlier!r}, which is lost: "
+                    f"{self.lost[earlier]}; send a new request_id to create another match",
+                )
+            k = self.owner.get(earlier) if earlier is not None else None  # a retry: the process that has it
             if k is None:
                 await self.refresh()
                 bots = [b for b in (*request.seat_bots, *request.side_bots) if not b.startswith("house:")]
@@ -594,7 +601,9 @@ class Cluster:
         match_id = ms.CreateMatchResponse.FromString(out).match.match_id
         self._own(match_id, k)
         if request.request_id:
-            self.by_request[request.request_id] = k
+            self.by_request[request.request_id] = match_id
+            while len(self.by_request) > MAX_OWNERS:
+                self.by_request.popitem(last=False)
         self.workers[k].status["tables"] += 1
         self.kick.set()
         return out

@@ -299,8 +299,14 @@ def test_a_table_process_that_dies_is_replaced_and_its_matches_are_lost_loudly()
                 for bot in (alpha, beta):
                     await bot.open()
                     await where_idle(f.cluster, bot.name)
-                doomed = (await admin.create(2, ["alpha", "house:random"], hands=20, seed=5)).match_id
-                kept = (await admin.create(2, ["beta", "house:random"], hands=2, seed=6)).match_id
+                doomed_request = ms.CreateMatchRequest(
+                    players=2, seat_bots=["alpha", "house:random"], hands=20, seed=5, request_id="doomed-request"
+                )
+                doomed = (await admin.stub.CreateMatch(doomed_request, metadata=admin_md())).match.match_id
+                kept_request = ms.CreateMatchRequest(
+                    players=2, seat_bots=["beta", "house:random"], hands=2, seed=6, request_id="kept-request"
+                )
+                kept = (await admin.stub.CreateMatch(kept_request, metadata=admin_md())).match.match_id
                 k = f.cluster.owner[doomed]
                 assert f.cluster.owner[kept] == 1 - k
                 await alpha.play(stop_after=lambda msg: msg.WhichOneof("message") == "decision_request")
@@ -323,6 +329,15 @@ def test_a_table_process_that_dies_is_replaced_and_its_matches_are_lost_loudly()
                     assert f"its table process {k} exited with code -9 while it held the match" in str(
                         e.value.details()
                     )
+                # A retry of the lost match's CreateMatch says so rather than playing it twice; a
+                # retry of the other's still gets its match.
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await admin.stub.CreateMatch(doomed_request, metadata=admin_md())
+                assert e.value.code() == grpc.StatusCode.DATA_LOSS
+                assert f"request_id 'doomed-request' created match {doomed!r}, which is lost" in str(e.value.details())
+                assert "send a new request_id" in str(e.value.details())
+                retried = await admin.stub.CreateMatch(kept_request, metadata=admin_md())
+                assert retried.match.match_id == kept
                 # the other process's match plays on
                 await beta.play()
                 ended = await admin.wait_ended(kept, 30)
