@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 EXIT_GRACE_S = 1.0
 """Seconds a match may take to end on its own after the bot process exited (it may exit right after MatchEnd)."""
+BOT_EXIT_GRACE_S = 5.0
+"""Seconds a bot has to exit on its own once its session ended after a completed match (as in
+``gaigel check-bot``), so that it handles its MatchEnd and says what it says then; then it is stopped."""
 
 
 def register(sub: Any) -> None:
@@ -133,8 +136,12 @@ async def _start_bot(cmd: list[str], address: str, name: str, token: str) -> _La
     return _Launched(proc, StderrTail(proc.stderr))
 
 
-async def _stop_bot(bot: _Launched) -> None:
+async def _stop_bot(bot: _Launched, grace: float = 0.0) -> None:
+    """Stops *bot*: after up to *grace* seconds for it to exit on its own, SIGTERM, then SIGKILL."""
     proc = bot.proc
+    if grace and proc.returncode is None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace)
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
@@ -240,6 +247,7 @@ async def _play_on_server(
     await server.start()
     procs: dict[str, _Launched] = {}
     notes: list[str] = []
+    grace = 0.0
     try:
         tokens = {name: server.bots.register(name) for name in commands}
         for seat, name in enumerate(seat_bots):
@@ -268,10 +276,14 @@ async def _play_on_server(
         table = server.lobby.open(matches.validate(request, server.bots, server.config.clock))
         await server.lobby.play(table, stop)
         assert table.record is not None
+        if not notes:  # it ended by itself: the sessions end with OK (as after Leave) behind MatchEnd
+            for name in commands:
+                server.lobby.retire(name)
+            grace = BOT_EXIT_GRACE_S
         return table.record, notes
     finally:
         for proc in procs.values():
-            await _stop_bot(proc)
+            await _stop_bot(proc, grace)
         await server.stop(1.0)
 
 
@@ -350,6 +362,7 @@ async def _try_on_remote_server(
             else:
                 getattr(request.clock, field).FromNanoseconds(int(value * 1e9))
         proc = await _start_bot(cmd, address, name, bot_token)
+        ended = False
         try:
             match = (await call("CreateMatch", request)).match
             watch = _Watch(args.time_limit, {name: proc}, address, args.startup_timeout)
@@ -371,9 +384,14 @@ async def _try_on_remote_server(
                 await asyncio.sleep(0.1)
                 match = (await call("GetMatch", ms.GetMatchRequest(match_id=match.match_id))).match
             record_json = (await call("GetMatchRecord", ms.GetMatchRecordRequest(match_id=match.match_id))).record_json
+            ended = not notes
         finally:
-            await _stop_bot(proc)
-            await _unregister(stub, metadata, name)
+            if ended:  # unregistering ends its session with OK behind MatchEnd: it may exit by itself
+                await _unregister(stub, metadata, name)
+                await _stop_bot(proc, BOT_EXIT_GRACE_S)
+            else:
+                await _stop_bot(proc)
+                await _unregister(stub, metadata, name)
     return json.loads(record_json), notes
 
 

@@ -26,6 +26,8 @@ from gaigel_api.v1 import match_service_pb2 as ms
 
 GAIGEL = [sys.executable, "-c", "import sys; from gaigel.cli import main; sys.exit(main(sys.argv[1:]))"]
 BOT = [sys.executable, str(Path(__file__).parent / "bots" / "minimal_bot.py")]
+FAREWELL = [sys.executable, str(Path(__file__).parent / "bots" / "farewell_bot.py")]
+TRY_ONE_HAND = ["--hands", "1", "--seed", "5", "--"]
 
 
 def free_port() -> int:
@@ -187,6 +189,19 @@ class TestTry:
         assert "fault DISCONNECT (hand 0 step " in out.stdout
         assert "note: bot candidate exited with code 3 during the match: match cancelled" in out.stdout
         assert out.stdout.splitlines()[-1] == "FAILED: see the faults and notes above"
+
+    def test_the_bot_sees_its_match_end_and_exits_by_itself(self, tmp_path: Path) -> None:
+        """After a completed match the bot's session ends with OK behind its MatchEnd, so an SDK bot
+        runs its on_match_end and returns from run() before try stops it (it used to be killed first)."""
+        said = tmp_path / "farewell.txt"
+        out = subprocess.run(
+            [*GAIGEL, "try", "--players", "2", "--hands", "1", "--seed", "5", "--", *FAREWELL, str(said)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert said.read_text().splitlines() == ["MATCH_TERMINATION_COMPLETED", "exited"]
 
     def test_verdict_points_only_at_what_was_printed(self) -> None:
         """No fault and no note: the last line says how the match ended instead of 'see the faults above'."""
@@ -354,6 +369,18 @@ class TestTryServer:
         assert [line.split(")")[-1] for line in local.stdout.splitlines()[1:]] == [
             line.split(")")[-1] for line in lines[1:]
         ]
+
+    def test_the_bot_sees_its_match_end_and_exits_by_itself(self, served: str, tmp_path: Path) -> None:
+        """As in local mode: unregistering the try's bot name ends its session with OK behind MatchEnd."""
+        said = tmp_path / "farewell.txt"
+        out = subprocess.run(
+            [*GAIGEL, "try", "--server", served, "--admin-token", ADMIN, *TRY_ONE_HAND, *FAREWELL, str(said)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert said.read_text().splitlines() == ["MATCH_TERMINATION_COMPLETED", "exited"]
 
     def test_faulty_bot_fails_with_reason_code_and_token_from_env(self, served: str) -> None:
         """An illegal answer: JSON report with the fault, exit 1; the admin token comes from GAIGEL_ADMIN_TOKEN."""
