@@ -446,6 +446,39 @@ def test_compact_hand_end_without_compact_is_ignored() -> None:
     assert [m.WhichOneof("message") for m in queued(stream)] == ["hand_end", "decision_request"]
 
 
+_POSTS = st.lists(
+    st.sampled_from(["event", "hand_start", "hand_end", "decision_request", "action_rejected"]), max_size=40
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(posts=_POSTS, fold_hand_end=st.booleans())
+def test_any_order_of_posts_unfolds_to_the_plain_stream(posts: list[str], fold_hand_end: bool) -> None:
+    """Whatever a table posts in whatever order (including orders no match makes: two hand ends in a
+    row, a hand end with its start still held), a compact session's messages, unfolded, are the plain
+    session's, numbered without a gap, and nothing stays held past a MatchEnd."""
+    sessions = [_session(compact=False), _session(compact=True, fold_hand_end=fold_hand_end)]
+    for i, kind in enumerate([*posts, "match_end"]):
+        msg: Any = {
+            "event": gm.Event(hand_index=i, trick_won=gm.TrickWon(trick_index=i)),
+            "hand_start": gm.HandStart(hand_index=i),
+            "hand_end": gm.HandEnd(hand_index=i),
+            "decision_request": bs.DecisionRequest(decision_id=f"d{i}"),
+            "action_rejected": bs.ActionRejected(decision_id=f"x{i}"),
+            "match_end": gm.MatchEnd(match_id=f"m{i}"),
+        }[kind]
+        for session, _ in sessions:
+            session.send(**{kind: msg})
+    (_, plain), (compact, folded) = sessions
+    got = queued(folded)
+    assert unfold(got) == unfold(queued(plain))
+    assert [m.sequence for m in got] == list(range(1, len(got) + 1))
+    assert compact.held_start is None and not compact.held_events
+    assert compact.held_end is None and not compact.held_end_events
+    if not fold_hand_end:
+        assert not any(m.decision_request.HasField("hand_end") for m in got if m.HasField("decision_request"))
+
+
 def test_a_new_hand_start_flushes_what_is_held() -> None:
     session, stream = _session(compact=True)
     session.send(event=gm.Event(hand_index=0, trick_won=gm.TrickWon(trick_index=5)))
