@@ -8,7 +8,9 @@ Two parts:
   mid-match that the bot must Resume with the right match id, seat, token and
   last_sequence, and the end of the session after MatchEnd, after which the process must
   exit with code 0. It speaks the mode the bot joined in: with ``Join.compact`` it folds
-  HandStart and Events into the next DecisionRequest, as the server does.
+  HandStart and Events into the next DecisionRequest, as the server does (its one hand ends
+  right before MatchEnd, which flushes the HandEnd, so ``Join.compact_hand_end`` changes
+  nothing here; the real matches below fold it across their hands).
 * **Rules checks** on the real server (short clocks, house bots on the other seat): the
   bot must answer every decision kind legally and without a fault: an opening
   declaration, plays in the talon phase, a meld/rob offer (seeds are searched so the bot's
