@@ -77,7 +77,14 @@ from gaigel_api.v1 import bot_service_pb2 as pb
 from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 from gaigel_api.v1 import common_pb2, game_pb2
 from gaigel_client.bot import Bot
-from gaigel_client.client import DEFAULT_SERVER, PendingDecision, ResumeFile, Session, compact_from_env
+from gaigel_client.client import (
+    DEFAULT_SERVER,
+    PendingDecision,
+    ResumeFile,
+    Session,
+    compact_from_env,
+    matches_from_env,
+)
 from gaigel_client.errors import ConfigError
 
 __all__ = [
@@ -568,7 +575,7 @@ def run_chaos(
 ) -> int:
     """Connects a :class:`ChaosBot` and plays until done; returns the matches played.
 
-    Server, token and name default as in :func:`gaigel_client.run`. A drawn ``crash`` is
+    Server, token, name and matches default as in :func:`gaigel_client.run`. A drawn ``crash`` is
     skipped (and played normally) when this bot crashed less than *crash_interval* seconds ago.
 
     :raises ConfigError: without a token.
@@ -595,7 +602,7 @@ def run_chaos(
             token=token,
             name=bot_name,
             version=bot.version,
-            matches=matches,
+            matches=matches if matches is not None else matches_from_env(),
             connect_timeout=30.0,
             initial_backoff=0.1,
             max_backoff=2.0,

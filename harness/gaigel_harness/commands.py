@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="leave after N matches (default: until the server ends the session)",
+        help="leave after N matches (default $GAIGEL_MATCHES, else until the server ends the session)",
     )
     p.add_argument("--secure", action="store_true", help="connect with TLS")
     p.add_argument("-v", "--verbose", action="store_true", help="log every reconnect and rejection")
@@ -136,7 +136,13 @@ def _register_chaos(subparsers: Any) -> None:
     p.add_argument("--server", default=None, metavar="HOST:PORT", help="server address (default $GAIGEL_SERVER)")
     p.add_argument("--token", default=None, help="bot token (default $GAIGEL_TOKEN)")
     p.add_argument("--bot-name", default=None, help="registered bot name (default $GAIGEL_BOT_NAME, else chaos)")
-    p.add_argument("--matches", type=int, default=None, metavar="N", help="leave after N matches")
+    p.add_argument(
+        "--matches",
+        type=int,
+        default=None,
+        metavar="N",
+        help="leave after N matches (default $GAIGEL_MATCHES, else until the server ends the session)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log the SDK's reconnects and rejections")
     p.set_defaults(func=cmd_chaos_bot)
 
@@ -214,7 +220,13 @@ def _register_bridge(sub: Any) -> None:
     p.add_argument("--server", default=None, metavar="HOST:PORT", help="server address (default $GAIGEL_SERVER)")
     p.add_argument("--token", default=None, help="bot token (default $GAIGEL_TOKEN)")
     p.add_argument("--bot-name", default=None, help="registered bot name (default $GAIGEL_BOT_NAME)")
-    p.add_argument("--matches", type=int, default=None, metavar="N", help="leave after N matches")
+    p.add_argument(
+        "--matches",
+        type=int,
+        default=None,
+        metavar="N",
+        help="leave after N matches (default $GAIGEL_MATCHES, else until the server ends the session)",
+    )
     p.add_argument("--secure", action="store_true", help="connect with TLS")
     p.add_argument("-v", "--verbose", action="store_true", help="log reconnects and rejections")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")

@@ -242,6 +242,62 @@ def test_missing_token_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> Non
         run(RecordingBot(), "127.0.0.1:1")
 
 
+def _two_matches(conn: fs.Conn) -> Iterator[pb.PlayResponse]:
+    """Two matches on one stream, as a server that keeps a bot for a whole contest sends them;
+    a bot that sent Leave is let go after the first (the stream then ends with OK)."""
+    conn.recv()
+    yield fs.welcome()
+    yield fs.match_start(1, match_id="m-1")
+    yield fs.decision(2, "d1", [3])
+    conn.recv_action()
+    yield fs.match_end(3, match_id="m-1")
+    if any(m.HasField("leave") for m in conn.received):
+        conn.drain()
+        return
+    yield fs.match_start(4, match_id="m-2")
+    yield fs.decision(5, "d2", [7])
+    conn.recv_action()
+    yield fs.match_end(6, match_id="m-2")
+
+
+def test_without_a_match_limit_the_bot_plays_until_the_server_ends_its_session(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GAIGEL_MATCHES", raising=False)
+    address, service = serve(_two_matches)
+    assert run(RecordingBot(), address, "tok", **FAST) == 2
+    assert not any(m.HasField("leave") for m in service.conns[0].received)
+
+
+@pytest.mark.parametrize("value", ["0", ""])
+def test_gaigel_matches_0_or_empty_is_no_limit(serve: Any, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("GAIGEL_MATCHES", value)
+    address, _ = serve(_two_matches)
+    assert run(RecordingBot(), address, "tok", **FAST) == 2
+
+
+def test_gaigel_matches_sets_the_limit_when_run_is_given_none(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GAIGEL_MATCHES", "1")
+    address, service = serve(_two_matches)
+    assert run(RecordingBot(), address, "tok", **FAST) == 1
+    received = service.conns[0].received
+    leave = next(i for i, m in enumerate(received) if m.HasField("leave"))
+    assert leave < next(i for i, m in enumerate(received) if m.HasField("action"))  # sent when the match started
+
+
+def test_an_explicit_match_limit_wins_over_gaigel_matches(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GAIGEL_MATCHES", "1")
+    address, _ = serve(_two_matches)
+    assert run(RecordingBot(), address, "tok", matches=2, **FAST) == 2
+
+
+@pytest.mark.parametrize("value", ["two", "-1", "1.5", "\u00b2"])
+def test_a_bad_gaigel_matches_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("GAIGEL_MATCHES", value)
+    with pytest.raises(ConfigError, match=f"GAIGEL_MATCHES must be a number, got {value!r}"):
+        run(RecordingBot(), "127.0.0.1:1", "tok", **FAST)
+
+
 def test_waits_for_a_server_that_starts_late() -> None:
     # reserve a port, free it, start the server on it after the bot began connecting
     probe, port, _ = fs.start([])

@@ -545,6 +545,18 @@ def compact_from_env() -> bool:
     return os.environ.get("GAIGEL_COMPACT", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def matches_from_env() -> int | None:
+    """``$GAIGEL_MATCHES``: None (until the server ends the session) when unset, empty or 0.
+
+    :raises ConfigError: for a value that is not a whole number of at least 0."""
+    raw = os.environ.get("GAIGEL_MATCHES", "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()):
+        raise ConfigError(f"GAIGEL_MATCHES must be a number, got {raw!r}")
+    return int(raw) or None
+
+
 def run(
     bot: Bot,
     server: str | None = None,
@@ -598,9 +610,12 @@ def run(
       the same ``on_event``, ``on_hand_end`` and ``on_hand_start`` calls, in the same order,
       before ``decide``, which sees the request without them: a bot behaves the same either way.
     * Returns after the ``matches``-th ``MatchEnd`` (having sent ``Leave`` when that match
-      started), or when the server ends the stream with OK.
+      started), or when the server ends the stream with OK. ``matches`` defaults to
+      ``$GAIGEL_MATCHES`` (unset or 0: no limit, the bot plays until the server ends its
+      session, as every kit does; an arena that keeps one process per bot for the whole run
+      relies on that).
 
-    :raises ConfigError: when no token is given.
+    :raises ConfigError: when no token is given, or ``$GAIGEL_MATCHES`` is not a number.
     :raises ServerError: when the server ends the stream with an error such as
         ``UNAUTHENTICATED`` or ``FAILED_PRECONDITION``; its message says what to fix.
     :raises ConnectionLostError: when the server stays unreachable too long.
@@ -612,6 +627,8 @@ def run(
             "no bot token: set GAIGEL_TOKEN (or pass token=...) to the token issued when the bot was registered"
         )
     bot_name = name or os.environ.get("GAIGEL_BOT_NAME") or bot.name
+    if matches is None:
+        matches = matches_from_env()
     if matches is not None and matches < 1:
         raise ConfigError(f"matches must be at least 1 (or None for no limit), got {matches}")
     if compact is None:
