@@ -63,6 +63,12 @@ _LOST_EXIT_WAIT_S = 5.0
 for good (seen by the watcher at its next tick, a container's after podman's teardown)."""
 MAX_RESTARTS = 10
 """A bot whose processes exit this many times within :data:`RESTART_WINDOW_S` stops the arena."""
+CLEAN_EXITS_HINT = (
+    '; it exits cleanly: under bot_processes = "per_run" one process plays all of a bot\'s matches, '
+    "so a bot must play until the server ends its session (every kit does unless GAIGEL_MATCHES "
+    'is set), or the arena must start a process per match (bot_processes = "per_match", the default)'
+)
+"""What a bot that keeps leaving after its matches is told (a one-match bot in a per-run pool)."""
 RESTART_WINDOW_S = 60.0
 """A bot command that cannot start is caught within seconds; one that crashes now and then
 over an overnight run is restarted every time (its matches are forfeits, not a stopped arena)."""
@@ -522,6 +528,7 @@ class BotPool:
             self.failing[bot.name] = (
                 f"bot {bot.name!r} exited {len(recent)} times within {RESTART_WINDOW_S:g} s "
                 f"(last exit code {proc.returncode}); check its command: {' '.join(self.command(bot))}"
+                + (CLEAN_EXITS_HINT if proc.returncode == 0 and key in self._procs else "")
                 + (f"; it wrote: {said}" if said else "")
             )
             log.error("bot_failed", bot=bot.name, exit_code=proc.returncode)

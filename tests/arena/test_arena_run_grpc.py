@@ -72,6 +72,29 @@ class TestGrpcExecutor:
         assert err.count("bot_disqualified") == 1, err[-3000:]
         assert "broken: cannot find my weights" not in [line.strip() for line in err.splitlines()]  # in its log
 
+    @pytest.mark.parametrize("leaves", [False, True])
+    def test_a_per_run_bot_plays_all_its_matches_unless_it_leaves_after_each(
+        self, tmp_path: Path, leaves: bool
+    ) -> None:
+        """Under bot_processes = "per_run" one process plays all of a bot's matches: the SDK's
+        default (until the server ends the session, as every kit's) plays them all; a bot that
+        leaves after one match (GAIGEL_MATCHES=1 or --matches 1) exits cleanly after each, is
+        restarted, and past the restart limit is disqualified with a message that says why."""
+        command = [sys.executable, "-m", "gaigel.cli", "bot", "first", *(["--matches", "1"] if leaves else [])]
+        bots = [{"name": "sdk", "command": command}, {"name": "house", "house": "first"}]
+        data = {"arena": {"sets_per_pairing": 6, "bot_processes": "per_run"}, "game": {"players": 2, "hands": 1}}
+        summary = run_arena(parse_config({**data, "bots": bots}), tmp_path / "o", workers=1, bootstrap_samples=0)
+        assert summary.done == summary.scheduled == 12
+        results = list(_results(tmp_path / "o" / "arena.sqlite").values())
+        if not leaves:
+            assert all(res["termination"] == "completed" for _, res in results), results
+            return
+        forfeits = [res["forfeit"] for _, res in results if res.get("forfeit")]
+        assert forfeits, results
+        assert all(f["bot"] == "sdk" and f["reason"] == "DISQUALIFIED" for f in forfeits), forfeits
+        assert 'bot_processes = "per_run"' in forfeits[0]["message"] and "GAIGEL_MATCHES" in forfeits[0]["message"]
+        assert "(last exit code 0)" in forfeits[0]["message"]
+
 
 def test_relative_command_runs_in_the_directory_of_gaigel_arena_run(tmp_path: Path) -> None:
     """``command = ["python", "mybot.py"]`` in conf/arena.toml finds ./mybot.py where the arena was started
