@@ -72,17 +72,27 @@ impl Config {
     }
 
     /// [`Config::from_env`] with `lookup` for the environment.
-    fn from_vars(default_name: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
+    fn from_vars(
+        default_name: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, Error> {
         let var = |k: &str| lookup(k).filter(|v| !v.is_empty());
         let token = var("GAIGEL_TOKEN").ok_or_else(|| {
-            Error::Config("no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered".into())
+            Error::Config(
+                "no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered"
+                    .into(),
+            )
         })?;
         let matches = match var("GAIGEL_MATCHES") {
             None => None,
             Some(v) => match v.parse::<u32>() {
                 Ok(0) => None,
                 Ok(n) => Some(n),
-                Err(_) => return Err(Error::Config(format!("GAIGEL_MATCHES must be a number, got {v:?}"))),
+                Err(_) => {
+                    return Err(Error::Config(format!(
+                        "GAIGEL_MATCHES must be a number, got {v:?}"
+                    )))
+                }
             },
         };
         Ok(Config {
@@ -100,7 +110,10 @@ impl Config {
 /// `0`, `false`, `no` or `off` (any case, spaces around ignored), as in the Python SDK; an
 /// unknown value means compact.
 fn compact_from(value: Option<&str>) -> bool {
-    !matches!(value.unwrap_or("1").trim().to_lowercase().as_str(), "0" | "false" | "no" | "off")
+    !matches!(
+        value.unwrap_or("1").trim().to_lowercase().as_str(),
+        "0" | "false" | "no" | "off"
+    )
 }
 
 /// Why [`run`] stopped early.
@@ -259,11 +272,17 @@ impl<'b, B: Bot> Session<'b, B> {
                 Out::Join(self.join())
             };
             let (tx, rx) = mpsc::unbounded_channel();
-            let _ = tx.send(PlayRequest { message: Some(first) });
+            let _ = tx.send(PlayRequest {
+                message: Some(first),
+            });
             self.outbox = Some(tx);
             let mut welcomed = false;
             let result: Result<Step, tonic::Status> = async {
-                let mut stream = self.client.play(UnboundedReceiverStream::new(rx)).await?.into_inner();
+                let mut stream = self
+                    .client
+                    .play(UnboundedReceiverStream::new(rx))
+                    .await?
+                    .into_inner();
                 while let Some(response) = stream.message().await? {
                     if matches!(response.message, Some(In::Welcome(_))) {
                         welcomed = true;
@@ -289,7 +308,10 @@ impl<'b, B: Bot> Session<'b, B> {
             let code = status.code();
             if resuming && !welcomed && matches!(code, Code::FailedPrecondition | Code::NotFound) {
                 let id = self.current.take().map(|m| m.match_id).unwrap_or_default();
-                log(format_args!("could not resume match {id} ({code:?}: {}); joining afresh", status.message()));
+                log(format_args!(
+                    "could not resume match {id} ({code:?}: {}); joining afresh",
+                    status.message()
+                ));
                 self.matches_done += 1; // the match is over for us
                 if self.config.matches.is_some_and(|n| self.matches_done >= n) {
                     return Ok(self.matches_done);
@@ -301,7 +323,11 @@ impl<'b, B: Bot> Session<'b, B> {
             }
             let now = Instant::now();
             let since = *lost_since.get_or_insert(now);
-            let limit = self.current.as_ref().and_then(|m| m.grace).unwrap_or(self.config.connect_timeout);
+            let limit = self
+                .current
+                .as_ref()
+                .and_then(|m| m.grace)
+                .unwrap_or(self.config.connect_timeout);
             let lost_for = now - since;
             if lost_for >= limit {
                 return Err(Error::ConnectionLost(format!(
@@ -317,7 +343,11 @@ impl<'b, B: Bot> Session<'b, B> {
                 Some(m) => format!("resuming match {}", m.match_id),
                 None => "reconnecting".to_string(),
             };
-            log(format_args!("stream lost ({code:?}: {}); {what} in {:.2} s", status.message(), delay.as_secs_f64()));
+            log(format_args!(
+                "stream lost ({code:?}: {}); {what} in {:.2} s",
+                status.message(),
+                delay.as_secs_f64()
+            ));
             tokio::time::sleep(delay).await;
         }
     }
@@ -338,22 +368,33 @@ impl<'b, B: Bot> Session<'b, B> {
 
     fn send(&self, message: Out) {
         if let Some(tx) = &self.outbox {
-            let _ = tx.send(PlayRequest { message: Some(message) });
+            let _ = tx.send(PlayRequest {
+                message: Some(message),
+            });
         }
     }
 
     fn send_action(&mut self, action_id: i32) {
-        let Some(pending) = self.pending.as_mut() else { return };
+        let Some(pending) = self.pending.as_mut() else {
+            return;
+        };
         pending.answers.push(action_id);
         let decision_id = pending.request.decision_id.clone();
         // ..Default::default(): later additive proto fields (such as time_capped) keep their zero value.
-        self.send(Out::Action(pb::Action { decision_id, action_id, ..Default::default() }));
+        self.send(Out::Action(pb::Action {
+            decision_id,
+            action_id,
+            ..Default::default()
+        }));
     }
 
     /// Handles one server message.
     fn handle(&mut self, response: PlayResponse, resuming: bool) -> Step {
         let Some(message) = response.message else {
-            log(format_args!("ignoring an empty server message (sequence {})", response.sequence));
+            log(format_args!(
+                "ignoring an empty server message (sequence {})",
+                response.sequence
+            ));
             return Step::Continue;
         };
         if let In::Welcome(w) = message {
@@ -365,7 +406,11 @@ impl<'b, B: Bot> Session<'b, B> {
             return Step::Continue; // resent after a Resume: already seen
         }
         if seq != self.last_sequence + 1 {
-            log(format_args!("messages {}..{} never arrived", self.last_sequence + 1, seq - 1));
+            log(format_args!(
+                "messages {}..{} never arrived",
+                self.last_sequence + 1,
+                seq - 1
+            ));
         }
         self.last_sequence = seq;
         match message {
@@ -388,7 +433,10 @@ impl<'b, B: Bot> Session<'b, B> {
                     self.bot.on_event(&e);
                 }
                 let action = self.bot.decide(&request);
-                self.pending = Some(Pending { request, answers: Vec::new() });
+                self.pending = Some(Pending {
+                    request,
+                    answers: Vec::new(),
+                });
                 self.send_action(action);
             }
             In::ActionRejected(msg) => self.on_rejected(msg),
@@ -397,9 +445,11 @@ impl<'b, B: Bot> Session<'b, B> {
                 self.bot.on_event(&e);
             }
             In::MatchStart(m) => {
-                let grace = m.clock.as_ref().and_then(|c| c.resume_grace).and_then(|d| {
-                    Duration::try_from(d).ok().filter(|d| !d.is_zero())
-                });
+                let grace = m
+                    .clock
+                    .as_ref()
+                    .and_then(|c| c.resume_grace)
+                    .and_then(|d| Duration::try_from(d).ok().filter(|d| !d.is_zero()));
                 self.current = Some(MatchInfo {
                     match_id: m.match_id.clone(),
                     seat: m.seat,
@@ -407,7 +457,12 @@ impl<'b, B: Bot> Session<'b, B> {
                     grace,
                 });
                 self.pending = None;
-                if !self.leave_sent && self.config.matches.is_some_and(|n| self.matches_done + 1 >= n) {
+                if !self.leave_sent
+                    && self
+                        .config
+                        .matches
+                        .is_some_and(|n| self.matches_done + 1 >= n)
+                {
                     self.send(Out::Leave(pb::Leave {}));
                     self.leave_sent = true;
                 }
@@ -512,7 +567,9 @@ fn jitter(n: u32) -> f64 {
 }
 
 fn backoff(config: &Config, failures: u32, jitter: f64) -> Duration {
-    let base = config.initial_backoff.saturating_mul(1u32 << failures.min(16));
+    let base = config
+        .initial_backoff
+        .saturating_mul(1u32 << failures.min(16));
     base.min(config.max_backoff).mul_f64(jitter)
 }
 
@@ -521,9 +578,19 @@ mod tests {
     use super::*;
 
     fn pending(ids: &[i32], answers: &[i32]) -> Pending {
-        let legal_actions = ids.iter().map(|&id| pb::LegalAction { id, ..Default::default() }).collect();
+        let legal_actions = ids
+            .iter()
+            .map(|&id| pb::LegalAction {
+                id,
+                ..Default::default()
+            })
+            .collect();
         Pending {
-            request: pb::DecisionRequest { decision_id: "d1".into(), legal_actions, ..Default::default() },
+            request: pb::DecisionRequest {
+                decision_id: "d1".into(),
+                legal_actions,
+                ..Default::default()
+            },
             answers: answers.to_vec(),
         }
     }
@@ -546,7 +613,11 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_limit() {
-        let config = Config { token: "t".into(), name: "n".into(), ..Default::default() };
+        let config = Config {
+            token: "t".into(),
+            name: "n".into(),
+            ..Default::default()
+        };
         assert_eq!(backoff(&config, 0, 1.0), Duration::from_millis(100));
         assert_eq!(backoff(&config, 3, 1.0), Duration::from_millis(800));
         assert_eq!(backoff(&config, 30, 1.0), Duration::from_secs(5));
@@ -578,7 +649,8 @@ mod tests {
                 || !request.events.is_empty()
                 || request.hand_end.is_some()
                 || !request.ended_hand_events.is_empty();
-            self.0.push(format!("decide {} folded={folded}", request.decision_id));
+            self.0
+                .push(format!("decide {} folded={folded}", request.decision_id));
             request.legal_actions[0].id
         }
         fn on_welcome(&mut self, _: &pb::Welcome) {
@@ -588,7 +660,8 @@ mod tests {
             self.0.push("match_start".into());
         }
         fn on_hand_start(&mut self, msg: &pb::HandStart) {
-            self.0.push(format!("hand_start dealer={}", msg.dealer_seat));
+            self.0
+                .push(format!("hand_start dealer={}", msg.dealer_seat));
         }
         fn on_event(&mut self, msg: &pb::Event) {
             self.0.push(format!("event {:?}", msg.kind));
@@ -604,38 +677,83 @@ mod tests {
     /// Feeds `messages` (numbered from 1 after a Welcome) to a session and returns the
     /// callbacks the bot saw.
     fn callbacks(messages: Vec<In>) -> Vec<String> {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-            let mut bot = LogBot::default();
-            let config = Config { token: "t".into(), name: "n".into(), matches: Some(1), ..Default::default() };
-            let channel = Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
-            let mut session = Session::new(&mut bot, config, channel);
-            let welcome = In::Welcome(pb::Welcome::default());
-            session.handle(PlayResponse { sequence: 0, message: Some(welcome) }, false);
-            for (i, message) in messages.into_iter().enumerate() {
-                session.handle(PlayResponse { sequence: i as u64 + 1, message: Some(message) }, false);
-            }
-            drop(session);
-            bot.0
-        })
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let mut bot = LogBot::default();
+                let config = Config {
+                    token: "t".into(),
+                    name: "n".into(),
+                    matches: Some(1),
+                    ..Default::default()
+                };
+                let channel = Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+                let mut session = Session::new(&mut bot, config, channel);
+                let welcome = In::Welcome(pb::Welcome::default());
+                session.handle(
+                    PlayResponse {
+                        sequence: 0,
+                        message: Some(welcome),
+                    },
+                    false,
+                );
+                for (i, message) in messages.into_iter().enumerate() {
+                    session.handle(
+                        PlayResponse {
+                            sequence: i as u64 + 1,
+                            message: Some(message),
+                        },
+                        false,
+                    );
+                }
+                drop(session);
+                bot.0
+            })
     }
 
     #[test]
     fn compact_decision_request_unfolds_in_order() {
         use pb::event::Kind;
-        let event = |kind| pb::Event { kind: Some(kind), ..Default::default() };
+        let event = |kind| pb::Event {
+            kind: Some(kind),
+            ..Default::default()
+        };
         let ended_hand_events = vec![
-            event(Kind::CardPlayed(pb::CardPlayed { seat: 0, ..Default::default() })),
-            event(Kind::TrickWon(pb::TrickWon { winner_seat: 0, ..Default::default() })),
+            event(Kind::CardPlayed(pb::CardPlayed {
+                seat: 0,
+                ..Default::default()
+            })),
+            event(Kind::TrickWon(pb::TrickWon {
+                winner_seat: 0,
+                ..Default::default()
+            })),
         ];
-        let hand_end = pb::HandEnd { hand_index: 1, ..Default::default() };
-        let hand_start = pb::HandStart { dealer_seat: 1, ..Default::default() };
+        let hand_end = pb::HandEnd {
+            hand_index: 1,
+            ..Default::default()
+        };
+        let hand_start = pb::HandStart {
+            dealer_seat: 1,
+            ..Default::default()
+        };
         let events = vec![
-            event(Kind::OpeningDeclared(pb::OpeningDeclared { seat: 1, ..Default::default() })),
-            event(Kind::CardPlayed(pb::CardPlayed { seat: 1, ..Default::default() })),
+            event(Kind::OpeningDeclared(pb::OpeningDeclared {
+                seat: 1,
+                ..Default::default()
+            })),
+            event(Kind::CardPlayed(pb::CardPlayed {
+                seat: 1,
+                ..Default::default()
+            })),
         ];
         let request = pb::DecisionRequest {
             decision_id: "d1".into(),
-            legal_actions: vec![pb::LegalAction { id: 3, ..Default::default() }],
+            legal_actions: vec![pb::LegalAction {
+                id: 3,
+                ..Default::default()
+            }],
             ..Default::default()
         };
         let start = || In::MatchStart(pb::MatchStart::default());
@@ -656,11 +774,20 @@ mod tests {
         let plain = callbacks(plain_messages);
         assert_eq!(compact.len(), 10, "{compact:?}");
         assert_eq!(compact[..2], ["welcome", "match_start"]);
-        assert!(compact[2].starts_with("event Some(CardPlayed(CardPlayed { seat: 0"), "{compact:?}");
+        assert!(
+            compact[2].starts_with("event Some(CardPlayed(CardPlayed { seat: 0"),
+            "{compact:?}"
+        );
         assert!(compact[3].starts_with("event Some(TrickWon"), "{compact:?}");
         assert_eq!(compact[4..6], ["hand_end hand=1", "hand_start dealer=1"]);
-        assert!(compact[6].starts_with("event Some(OpeningDeclared(OpeningDeclared { seat: 1"), "{compact:?}");
-        assert!(compact[7].starts_with("event Some(CardPlayed(CardPlayed { seat: 1"), "{compact:?}");
+        assert!(
+            compact[6].starts_with("event Some(OpeningDeclared(OpeningDeclared { seat: 1"),
+            "{compact:?}"
+        );
+        assert!(
+            compact[7].starts_with("event Some(CardPlayed(CardPlayed { seat: 1"),
+            "{compact:?}"
+        );
         assert_eq!(compact[8..], ["decide d1 folded=false", "match_end"]);
         assert_eq!(compact, plain);
     }
@@ -670,7 +797,12 @@ mod tests {
         let channel = Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
         for compact in [true, false] {
             let mut bot = LogBot::default();
-            let config = Config { token: "t".into(), name: "n".into(), compact, ..Default::default() };
+            let config = Config {
+                token: "t".into(),
+                name: "n".into(),
+                compact,
+                ..Default::default()
+            };
             let join = Session::new(&mut bot, config, channel.clone()).join();
             assert_eq!((join.compact, join.compact_hand_end), (compact, compact));
         }
@@ -683,11 +815,23 @@ mod tests {
 
     #[test]
     fn gaigel_compact_is_read_as_in_the_python_sdk() {
-        for v in [None, Some(""), Some("1"), Some("true"), Some("yes"), Some("on"), Some("maybe"), Some("2")] {
+        for v in [
+            None,
+            Some(""),
+            Some("1"),
+            Some("true"),
+            Some("yes"),
+            Some("on"),
+            Some("maybe"),
+            Some("2"),
+        ] {
             assert!(compact_from(v), "GAIGEL_COMPACT={v:?} should mean compact");
         }
         for v in ["0", "false", "no", "off", "FALSE", " Off\n", "No"] {
-            assert!(!compact_from(Some(v)), "GAIGEL_COMPACT={v:?} should mean plain");
+            assert!(
+                !compact_from(Some(v)),
+                "GAIGEL_COMPACT={v:?} should mean plain"
+            );
         }
     }
 
