@@ -2,7 +2,8 @@
 //
 // A bot implements Bot; Run does the rest: it sends Join, answers every DecisionRequest
 // with the bot's choice, deals with rejected answers, reconnects and sends Resume after a
-// dropped connection, and returns after MatchEnd.
+// dropped connection, and returns when the server ends the session (or after
+// Config.Matches matches).
 package gaigel
 
 //go:generate sh ../generate.sh
@@ -16,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,8 +72,8 @@ type Config struct {
 	// Version is the bot's own version string, recorded in match records.
 	Version string
 	// Matches is the number of matches to play before Run returns (sending Leave when
-	// the last one starts); 0 means 1, a negative value means until the server ends
-	// the session.
+	// the last one starts); default $GAIGEL_MATCHES, else 0: play until the server ends
+	// the session. A negative value also plays until then, whatever $GAIGEL_MATCHES says.
 	Matches int
 	// TLS, when set, connects with these credentials instead of plaintext.
 	TLS credentials.TransportCredentials
@@ -102,8 +104,24 @@ func compactFromEnv() bool {
 	return true
 }
 
-// Run connects bot to the server and plays until the configured number of matches has
-// ended, the server ends the session, or ctx is cancelled.
+// matchesFromEnv reads $GAIGEL_MATCHES: 0 (until the server ends the session) when it is
+// unset, empty or 0, and an error when it is not a whole number of at least 0.
+func matchesFromEnv() (int, error) {
+	raw := os.Getenv("GAIGEL_MATCHES")
+	v := strings.TrimSpace(raw)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, strconv.IntSize-1)
+	if err != nil {
+		return 0, fmt.Errorf("gaigel: GAIGEL_MATCHES must be a number, got %q", raw)
+	}
+	return int(n), nil
+}
+
+// Run connects bot to the server and plays until the server ends the session (it
+// closes the stream with OK, as after a Leave or at the end of gaigel try), the
+// configured number of matches has ended (both return nil), or ctx is cancelled.
 //
 // Rejected answers: if the server rejects an answer while the decision is still open,
 // Decide is called once more; if it repeats a rejected answer or names an illegal
@@ -127,7 +145,11 @@ func Run(ctx context.Context, bot Bot, cfg Config) error {
 		return errors.New("gaigel: no bot name: set GAIGEL_BOT_NAME or Config.Name")
 	}
 	if cfg.Matches == 0 {
-		cfg.Matches = 1
+		n, err := matchesFromEnv()
+		if err != nil {
+			return err
+		}
+		cfg.Matches = n
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 30 * time.Second

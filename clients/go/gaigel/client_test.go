@@ -17,9 +17,9 @@ import (
 	pb "github.com/gaigel-arena/gaigel/clients/go/gaigelpb"
 )
 
-// fakeServer plays a scripted match: it breaks the first stream right after the bot's
-// answer, then expects a Resume, resends the decision, rejects the repeated answer and
-// ends the match.
+// fakeServer plays a scripted match with a bot that plays one match (Config.Matches 1):
+// it breaks the first stream right after the bot's answer, then expects a Resume, resends
+// the decision, rejects the repeated answer and ends the match.
 type fakeServer struct {
 	pb.UnimplementedBotServiceServer
 	t       *testing.T
@@ -97,7 +97,7 @@ func TestResumeAndRejection(t *testing.T) {
 	t.Setenv("GAIGEL_BOT_NAME", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := Run(ctx, bot, Config{Server: lis.Addr().String(), Token: "tok", Name: "bob"}); err != nil {
+	if err := Run(ctx, bot, Config{Server: lis.Addr().String(), Token: "tok", Name: "bob", Matches: 1}); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	srv.GracefulStop()
@@ -173,7 +173,7 @@ func (f *foldServer) Play(stream pb.BotService_PlayServer) error {
 			return err
 		}
 	}
-	for { // Leave, then the answer
+	for { // a Leave (if the bot plays one match only), then the answer
 		req, err := stream.Recv()
 		if err != nil {
 			return err
@@ -268,5 +268,183 @@ func TestCompactFromEnv(t *testing.T) {
 	os.Unsetenv("GAIGEL_COMPACT") // restored by t.Setenv's cleanup
 	if !compactFromEnv() {
 		t.Error("GAIGEL_COMPACT unset: plain, want compact")
+	}
+}
+
+// matchServer offers `matches` one-decision matches on one stream, then ends the stream
+// with OK, as gaigel try and the arena end a session. It ignores Leave (a server may
+// honour it only later), so a bot that leaves must stop by itself. got is what the bot
+// sent: "Join", then "Leave m<i>" (a Leave during match i) and "Action d<i>".
+type matchServer struct {
+	pb.UnimplementedBotServiceServer
+	matches int
+	streams int
+	got     []string
+}
+
+func (f *matchServer) Play(stream pb.BotService_PlayServer) error {
+	f.streams++
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	f.got = append(f.got, "Join")
+	var seq uint64 // Welcome is 0, the match messages count on from 1
+	send := func(msg *pb.PlayResponse) error {
+		msg.Sequence, seq = seq, seq+1
+		return stream.Send(msg)
+	}
+	if err := send(&pb.PlayResponse{Message: &pb.PlayResponse_Welcome{Welcome: &pb.Welcome{SessionId: "s"}}}); err != nil {
+		return err
+	}
+	for i := 1; i <= f.matches; i++ {
+		id := fmt.Sprint("m", i)
+		if err := send(&pb.PlayResponse{Message: &pb.PlayResponse_MatchStart{MatchStart: &pb.MatchStart{MatchId: id}}}); err != nil {
+			return err
+		}
+		if err := send(&pb.PlayResponse{Message: &pb.PlayResponse_DecisionRequest{DecisionRequest: &pb.DecisionRequest{
+			DecisionId: fmt.Sprint("d", i), LegalActions: []*pb.LegalAction{{Id: 3}, {Id: 7}},
+		}}}); err != nil {
+			return err
+		}
+		for { // a Leave, if any, then the answer
+			req, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			if req.GetLeave() != nil {
+				f.got = append(f.got, "Leave "+id)
+			}
+			if a := req.GetAction(); a != nil {
+				f.got = append(f.got, "Action "+a.GetDecisionId())
+				break
+			}
+		}
+		if err := send(&pb.PlayResponse{Message: &pb.PlayResponse_MatchEnd{MatchEnd: &pb.MatchEnd{MatchId: id}}}); err != nil {
+			return err
+		}
+	}
+	return nil // OK: the session is over
+}
+
+// matchBot writes down the matches it sees and its decisions.
+type matchBot struct{ log []string }
+
+func (b *matchBot) OnMessage(msg *pb.PlayResponse) {
+	if ms := msg.GetMatchStart(); ms != nil {
+		b.log = append(b.log, "start "+ms.GetMatchId())
+	}
+	if me := msg.GetMatchEnd(); me != nil {
+		b.log = append(b.log, "end "+me.GetMatchId())
+	}
+}
+
+func (b *matchBot) Decide(req *pb.DecisionRequest) int32 {
+	b.log = append(b.log, "Decide "+req.GetDecisionId())
+	return 7
+}
+
+// playMatches runs a matchBot with cfg against a matchServer that offers two matches. It
+// returns what the bot saw, what the server got and Run's error.
+func playMatches(t *testing.T, cfg Config) (bot *matchBot, fake *matchServer, err error) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake = &matchServer{matches: 2}
+	srv := grpc.NewServer()
+	pb.RegisterBotServiceServer(srv, fake)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	t.Setenv("GAIGEL_BOT_NAME", "")
+	cfg.Server, cfg.Token, cfg.Name = lis.Addr().String(), "tok", "bob"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bot = &matchBot{}
+	err = Run(ctx, bot, cfg)
+	srv.GracefulStop() // waits for Play to return: fake.got is complete
+	return bot, fake, err
+}
+
+// unsetenv unsets key for the rest of the test.
+func unsetenv(t *testing.T, key string) {
+	t.Setenv(key, "") // restores the old value after the test
+	os.Unsetenv(key)
+}
+
+var (
+	oneMatch   = []string{"start m1", "Decide d1", "end m1"}
+	twoMatches = []string{"start m1", "Decide d1", "end m1", "start m2", "Decide d2", "end m2"}
+)
+
+// TestDefaultPlaysUntilServerEndsSession: without Config.Matches and $GAIGEL_MATCHES the
+// bot plays every match the server offers on the same stream, never sends Leave, and Run
+// returns nil when the server ends the stream with OK.
+func TestDefaultPlaysUntilServerEndsSession(t *testing.T) {
+	unsetenv(t, "GAIGEL_MATCHES")
+	bot, fake, err := playMatches(t, Config{})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !slices.Equal(bot.log, twoMatches) {
+		t.Errorf("bot saw %v, want %v", bot.log, twoMatches)
+	}
+	if want := []string{"Join", "Action d1", "Action d2"}; !slices.Equal(fake.got, want) {
+		t.Errorf("server got %v, want %v", fake.got, want)
+	}
+	if fake.streams != 1 {
+		t.Errorf("%d streams, want 1", fake.streams)
+	}
+}
+
+// TestGaigelMatches: $GAIGEL_MATCHES=N leaves after N matches, sending Leave when the
+// N-th starts; 0 or empty is the default; Config.Matches, when set, wins.
+func TestGaigelMatches(t *testing.T) {
+	leaveAt1 := []string{"Join", "Leave m1", "Action d1"}
+	leaveAt2 := []string{"Join", "Action d1", "Leave m2", "Action d2"}
+	noLeave := []string{"Join", "Action d1", "Action d2"}
+	for _, c := range []struct {
+		env     string // $GAIGEL_MATCHES
+		matches int    // Config.Matches
+		bot     []string
+		server  []string
+	}{
+		{"1", 0, oneMatch, leaveAt1},
+		{" 1\n", 0, oneMatch, leaveAt1},
+		{"2", 0, twoMatches, leaveAt2},
+		{"0", 0, twoMatches, noLeave},
+		{"", 0, twoMatches, noLeave},
+		{"", 1, oneMatch, leaveAt1},
+		{"1", 2, twoMatches, leaveAt2}, // Config.Matches wins ...
+		{"1", -1, twoMatches, noLeave}, // ... also when negative: until the server ends the session
+	} {
+		t.Setenv("GAIGEL_MATCHES", c.env)
+		bot, fake, err := playMatches(t, Config{Matches: c.matches})
+		if err != nil {
+			t.Errorf("GAIGEL_MATCHES %q, Matches %d: Run: %v", c.env, c.matches, err)
+		}
+		if !slices.Equal(bot.log, c.bot) {
+			t.Errorf("GAIGEL_MATCHES %q, Matches %d: bot saw %v, want %v", c.env, c.matches, bot.log, c.bot)
+		}
+		if !slices.Equal(fake.got, c.server) {
+			t.Errorf("GAIGEL_MATCHES %q, Matches %d: server got %v, want %v", c.env, c.matches, fake.got, c.server)
+		}
+	}
+}
+
+// TestGaigelMatchesBadValue: a $GAIGEL_MATCHES that is not a whole number of at least 0 is
+// a configuration error naming the variable and the value; nothing is sent.
+func TestGaigelMatchesBadValue(t *testing.T) {
+	for _, v := range []string{"abc", "-1", "1.5", "+2", "1e3", "99999999999999999999"} {
+		t.Setenv("GAIGEL_MATCHES", v)
+		_, fake, err := playMatches(t, Config{})
+		want := fmt.Sprintf("gaigel: GAIGEL_MATCHES must be a number, got %q", v)
+		if err == nil || err.Error() != want {
+			t.Errorf("GAIGEL_MATCHES %q: Run returned %v, want %q", v, err, want)
+		}
+		if fake.streams != 0 {
+			t.Errorf("GAIGEL_MATCHES %q: %d streams opened, want none", v, fake.streams)
+		}
 	}
 }

@@ -1,5 +1,6 @@
 // Command randombot is a complete Gaigel bot: it answers every decision with a random
-// legal action. Run it with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set:
+// legal action until the server ends the session (GAIGEL_MATCHES=N: leave after N
+// matches), then exits 0. Run it with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set:
 //
 //	go run ./cmd/randombot
 package main
