@@ -1,7 +1,8 @@
 /**
  * A complete Gaigel bot: answers every decision with a random legal action.
- * `npm start` with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set; each match's
- * MatchStart.botSeed seeds it, so a rematch of its record plays the same.
+ * `npm start` with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set; it plays until the
+ * server ends the session (or GAIGEL_MATCHES matches). Each match's MatchStart.botSeed
+ * seeds it, so a rematch of its record plays the same.
  */
 import { run, seed32, type DecisionRequest, type MatchStart } from "./client.js";
 

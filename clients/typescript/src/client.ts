@@ -1,8 +1,9 @@
 /**
  * The session loop of a Gaigel bot (protocol gaigel.v1): connect, Join, answer every
- * DecisionRequest, handle rejections, Resume after a dropped connection, return after
- * MatchEnd. The message types are generated from proto/ by proto-loader-gen-types
- * (`npm run generate`); the service is loaded from the same .proto files at run time.
+ * DecisionRequest, handle rejections, Resume after a dropped connection, return when the
+ * server ends the session (or after the configured number of matches). The message types
+ * are generated from proto/ by proto-loader-gen-types (`npm run generate`); the service is
+ * loaded from the same .proto files at run time.
  */
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
@@ -63,7 +64,11 @@ export interface Config {
   name?: string;
   /** The bot's own version string, recorded in match records. */
   version?: string;
-  /** Matches to play before returning (Leave is sent when the last starts); default 1, 0 = until the server ends the session. */
+  /**
+   * Matches to play before returning (Leave is sent when the last one starts); 0 = until the
+   * server ends the session. Unset, $GAIGEL_MATCHES decides (see `matchesFromEnv`; unset there
+   * too: 0); set, it wins over $GAIGEL_MATCHES.
+   */
   matches?: number;
   /** How long an unreachable server is retried outside a match; default 30 s. Inside a match the resume grace applies. */
   connectTimeoutMs?: number;
@@ -88,22 +93,39 @@ export function compactFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   return !["0", "false", "no", "off"].includes((env.GAIGEL_COMPACT ?? "1").trim().toLowerCase());
 }
 
+/**
+ * The number of matches $GAIGEL_MATCHES asks for: unset, empty or 0 means 0 (play until the
+ * server ends the session), N > 0 means leave after N matches. Anything that is not a
+ * non-negative integer is a configuration error naming the variable and the value.
+ */
+export function matchesFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const value = env.GAIGEL_MATCHES;
+  if (!value) return 0;
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new Error(`GAIGEL_MATCHES must be a number, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
 interface Pending { req: DecisionRequest__Output; answers: number[] }
 interface MatchInfo { matchId: string; seat: number; resumeToken: string; graceMs: number }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const log = (...args: unknown[]) => console.error(new Date().toISOString(), "gaigel:", ...args);
 
-/** Connects `bot` to the server and plays until the configured number of matches has ended. */
+/**
+ * Connects `bot` to the server and plays until the server ends the session with OK (after a
+ * MatchEnd, as `gaigel try` and the arena do) or the configured number of matches has ended.
+ */
 export async function run(bot: Bot, config: Config = {}): Promise<void> {
   const token = config.token ?? process.env.GAIGEL_TOKEN ?? "";
   const name = process.env.GAIGEL_BOT_NAME || config.name || "";
   if (!token) throw new Error("no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered");
   if (!name) throw new Error("no bot name: set GAIGEL_BOT_NAME or config.name");
+  const matches = config.matches ?? matchesFromEnv();
+  if (!Number.isSafeInteger(matches) || matches < 0) throw new Error(`config.matches must be a non-negative integer, got ${matches}`);
   const server = config.server ?? process.env.GAIGEL_SERVER ?? DEFAULT_SERVER;
   const client = new (loadProto().gaigel.v1.BotService)(server, config.credentials ?? grpc.credentials.createInsecure());
   try {
-    await new Session(bot, client, { ...config, token, name, compact: config.compact ?? compactFromEnv() }).run();
+    await new Session(bot, client, { ...config, token, name, matches, compact: config.compact ?? compactFromEnv() }).run();
   } finally {
     client.close();
   }
@@ -118,8 +140,8 @@ class Session {
   private call: grpc.ClientDuplexStream<PlayRequest, PlayResponse__Output> | null = null;
   private readonly matches: number;
 
-  constructor(private bot: Bot, private client: BotServiceClient, private config: Config & { token: string; name: string }) {
-    this.matches = config.matches ?? 1;
+  constructor(private bot: Bot, private client: BotServiceClient, private config: Config & { token: string; name: string; matches: number }) {
+    this.matches = config.matches;
   }
 
   async run(): Promise<void> {

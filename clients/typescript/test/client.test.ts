@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { compactFromEnv, loadProto, run } from "../src/client.js";
+import { compactFromEnv, loadProto, matchesFromEnv, run } from "../src/client.js";
 import type { PlayRequest__Output } from "../src/generated/gaigel/v1/PlayRequest.js";
 import type { PlayResponse, PlayResponse__Output } from "../src/generated/gaigel/v1/PlayResponse.js";
 
@@ -53,7 +53,7 @@ test("resumes after a dropped stream and answers a rejection", async () => {
   const decide = () => (calls++, 7);
   delete process.env.GAIGEL_BOT_NAME;
   try {
-    await run({ decide }, { server: `127.0.0.1:${port}`, token: "tok", name: "bob" });
+    await run({ decide }, { server: `127.0.0.1:${port}`, token: "tok", name: "bob", matches: 1 });
   } finally {
     server.forceShutdown();
   }
@@ -140,4 +140,92 @@ test("GAIGEL_COMPACT=0 joins plain unless config.compact says otherwise", async 
   assert.equal((await playOneDecision(false, undefined, "1")).join?.compact, true);
   assert.equal((await playOneDecision(true, true, "0")).join?.compact, true); // config wins
   assert.equal((await playOneDecision(false, false, "1")).join?.compact, false);
+});
+
+// How many matches a bot plays: a scripted server offers `offered` matches on one stream (one
+// decision each) and then, if the bot is still there, ends the stream with OK, as `gaigel try`
+// and the arena do. It records what the bot sent (join, leave, action) and who ended the stream.
+async function playMatches(offered: number, env: string | undefined, matches?: number) {
+  const sent: string[] = [];
+  let serverEnded = false;
+  const server = new grpc.Server();
+  server.addService(loadProto().gaigel.v1.BotService.service, {
+    Play: async (call: grpc.ServerDuplexStream<PlayRequest__Output, PlayResponse>) => {
+      const requests = call[Symbol.asyncIterator]();
+      const gone = new Promise<undefined>((resolve) => call.on("cancelled", () => resolve(undefined)));
+      const recv = async () => {
+        const next = await Promise.race([requests.next(), gone]);
+        const req = next?.done ? undefined : (next?.value as PlayRequest__Output | undefined);
+        if (req) sent.push(req.message ?? "?");
+        return req;
+      };
+      await recv(); // Join
+      let seq = 0;
+      call.write({ sequence: seq++, welcome: { sessionId: "s" } });
+      for (let i = 1; i <= offered; i++) {
+        call.write({ sequence: seq++, matchStart: { matchId: `m${i}` } });
+        call.write({ sequence: seq++, decisionRequest: { decisionId: `d${i}`, legalActions: [{ id: 3 }] } });
+        for (;;) {
+          const req = await recv();
+          if (!req) return; // the bot closed the stream
+          if (req.action) break;
+        }
+        call.write({ sequence: seq++, matchEnd: { matchId: `m${i}` } });
+      }
+      // The bot may close the stream itself after the last MatchEnd; if it does not, the server ends it.
+      const closed = await Promise.race([recv().then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 500))]);
+      if (!closed) {
+        serverEnded = true;
+        call.end();
+      }
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  let started = 0;
+  delete process.env.GAIGEL_BOT_NAME;
+  if (env === undefined) delete process.env.GAIGEL_MATCHES;
+  else process.env.GAIGEL_MATCHES = env;
+  try {
+    await run({ decide: () => 3, startMatch: () => void started++ }, { server: `127.0.0.1:${port}`, token: "tok", name: "bob", matches });
+  } finally {
+    server.forceShutdown();
+    delete process.env.GAIGEL_MATCHES;
+  }
+  return { sent, started, serverEnded };
+}
+
+test("by default plays every match of the session and returns when the server ends it with OK", { timeout: 20_000 }, async () => {
+  for (const env of [undefined, "", "0"]) {
+    const got = await playMatches(2, env);
+    assert.deepEqual(got, { sent: ["join", "action", "action"], started: 2, serverEnded: true }, `GAIGEL_MATCHES=${JSON.stringify(env)}`);
+  }
+});
+
+test("GAIGEL_MATCHES=N leaves after N matches, sending Leave when the last one starts", { timeout: 20_000 }, async () => {
+  assert.deepEqual(await playMatches(3, "1"), { sent: ["join", "leave", "action"], started: 1, serverEnded: false });
+  assert.deepEqual(await playMatches(3, "2"), { sent: ["join", "action", "leave", "action"], started: 2, serverEnded: false });
+  // config.matches, when set, wins over GAIGEL_MATCHES.
+  assert.deepEqual(await playMatches(3, "2", 1), { sent: ["join", "leave", "action"], started: 1, serverEnded: false });
+  assert.deepEqual(await playMatches(2, "1", 0), { sent: ["join", "action", "action"], started: 2, serverEnded: true });
+});
+
+test("a GAIGEL_MATCHES that is not a non-negative integer is a configuration error", async () => {
+  const cases: [string | undefined, number][] = [[undefined, 0], ["", 0], ["0", 0], ["1", 1], ["10", 10]];
+  for (const [value, want] of cases) {
+    assert.equal(matchesFromEnv(value === undefined ? {} : { GAIGEL_MATCHES: value }), want, `GAIGEL_MATCHES=${JSON.stringify(value)}`);
+  }
+  for (const value of ["abc", "-1", "1.5", "2x", " ", " 3", "1e3", "99999999999999999999"]) {
+    const error = `GAIGEL_MATCHES must be a number, got ${JSON.stringify(value)}`;
+    assert.throws(() => matchesFromEnv({ GAIGEL_MATCHES: value }), { message: error });
+    process.env.GAIGEL_MATCHES = value;
+    try {
+      // run reads it before it connects (nothing listens on port 1).
+      await assert.rejects(run({ decide: () => 0 }, { server: "127.0.0.1:1", token: "tok", name: "bob", connectTimeoutMs: 100 }), { message: error });
+    } finally {
+      delete process.env.GAIGEL_MATCHES;
+    }
+  }
+  await assert.rejects(run({ decide: () => 0 }, { server: "127.0.0.1:1", token: "tok", name: "bob", matches: -1, connectTimeoutMs: 100 }), /config.matches must be a non-negative integer, got -1/);
 });
