@@ -102,14 +102,19 @@ public final class GaigelClient {
                 throw new GaigelException(
                         "no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered");
             }
+            String rawMatches = Objects.requireNonNullElse(env.apply("GAIGEL_MATCHES"), "0");
             int matches;
             try {
-                matches = Integer.parseInt(Objects.requireNonNullElse(env.apply("GAIGEL_MATCHES"), "0"));
+                matches = Integer.parseInt(rawMatches.strip());
             } catch (NumberFormatException e) {
-                throw new GaigelException("GAIGEL_MATCHES must be a number, got " + getenv.apply("GAIGEL_MATCHES"));
+                matches = -1;
+            }
+            if (matches < 0 || !rawMatches.strip().chars().allMatch(c -> c >= '0' && c <= '9')) {
+                // as every kit: a whole number of at least 0 (Integer.parseInt alone takes "-1" and "+2")
+                throw new GaigelException("GAIGEL_MATCHES must be a number, got \"" + rawMatches + "\"");
             }
             return new Config(Objects.requireNonNullElse(env.apply("GAIGEL_SERVER"), DEFAULT_SERVER), token,
-                    Objects.requireNonNullElse(env.apply("GAIGEL_BOT_NAME"), defaultName), Math.max(0, matches),
+                    Objects.requireNonNullElse(env.apply("GAIGEL_BOT_NAME"), defaultName), matches,
                     Duration.ofSeconds(30), Duration.ofMillis(100), Duration.ofSeconds(5),
                     compactFromEnv(getenv.apply("GAIGEL_COMPACT")));
         }

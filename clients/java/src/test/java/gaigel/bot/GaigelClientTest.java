@@ -88,4 +88,16 @@ class GaigelClientTest {
         assertEquals("me", plain.name());
         assertEquals(GaigelClient.DEFAULT_SERVER, plain.server());
     }
+
+    @Test
+    void fromEnvReadsGaigelMatchesAsAWholeNumberOfAtLeastZero() {
+        assertEquals(0, GaigelClient.Config.fromEnv("me", Map.of("GAIGEL_TOKEN", "tok")::get).matches());
+        assertEquals(0, GaigelClient.Config.fromEnv("me", Map.of("GAIGEL_TOKEN", "tok", "GAIGEL_MATCHES", "0")::get).matches());
+        assertEquals(3, GaigelClient.Config.fromEnv("me", Map.of("GAIGEL_TOKEN", "tok", "GAIGEL_MATCHES", "3")::get).matches());
+        for (String bad : new String[] {"-1", "+2", "two", "1.5"}) {
+            GaigelClient.GaigelException e = org.junit.jupiter.api.Assertions.assertThrows(GaigelClient.GaigelException.class,
+                    () -> GaigelClient.Config.fromEnv("me", Map.of("GAIGEL_TOKEN", "tok", "GAIGEL_MATCHES", bad)::get));
+            assertEquals("GAIGEL_MATCHES must be a number, got \"" + bad + "\"", e.getMessage());
+        }
+    }
 }
