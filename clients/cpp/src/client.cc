@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -290,7 +291,28 @@ bool CompactFromEnv(const char* value) {
   return v != "0" && v != "false" && v != "no" && v != "off";
 }
 
+int MatchesFromEnv(const char* value) {
+  std::string v = value ? value : "";
+  const char* space = " \t\n\v\f\r";
+  v.erase(0, v.find_first_not_of(space));
+  v.erase(v.find_last_not_of(space) + 1);
+  long long n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return -1;
+    n = std::min<long long>(INT_MAX, n * 10 + (c - '0'));
+  }
+  return static_cast<int>(n);
+}
+
 Options OptionsFromEnv(Options base) {
+  if (base.matches == 0) {
+    const char* value = std::getenv("GAIGEL_MATCHES");
+    base.matches = MatchesFromEnv(value);
+    if (base.matches < 0) {
+      base.matches = 0;
+      base.config_error = std::string("GAIGEL_MATCHES must be a number, got \"") + value + "\"";
+    }
+  }
   if (base.server.empty()) base.server = Env("GAIGEL_SERVER");
   if (base.server.empty()) base.server = "127.0.0.1:50051";
   if (base.token.empty()) base.token = Env("GAIGEL_TOKEN");
@@ -301,6 +323,10 @@ Options OptionsFromEnv(Options base) {
 }
 
 int Run(Bot& bot, const Options& options) {
+  if (!options.config_error.empty()) {
+    std::cerr << "gaigel: " << options.config_error << "\n";
+    return 1;
+  }
   if (options.token.empty()) {
     std::cerr << "gaigel: no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered\n";
     return 1;

@@ -93,7 +93,7 @@ class ScriptedServer final : public v1::BotService::Service {
     *msg.mutable_decision_request() = request;
     send(msg);
     while (stream->Read(&req) && !req.has_action()) {
-    }  // Leave, then the answer
+    }  // the answer (a Leave first if Options::matches is 1)
     msg.Clear();
     msg.mutable_match_end()->set_match_id("m");
     send(msg);

@@ -3,7 +3,7 @@
 // The session loop handles the protocol (gaigel.v1 BotService.Play): it sends Join,
 // answers every DecisionRequest with Bot::Decide, retries after an ActionRejected,
 // reconnects with Resume (exponential backoff) when the stream drops during a match,
-// and returns after the last MatchEnd.
+// and plays until the server ends the session (or leaves after Options::matches matches).
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,10 @@ struct Options {
   std::string token;        // default $GAIGEL_TOKEN (required)
   std::string bot_name;     // default $GAIGEL_BOT_NAME, else "cpp-bot"
   std::string bot_version;  // recorded in match records
-  int matches = 1;          // leave after this many matches; 0 = until the server ends the session
+  // 0 (the default): play until the server ends the session (gaigel try and the arena end
+  // it after the match, status OK), so one process can play many matches. N > 0: leave after
+  // N matches (Leave is sent when the N-th starts). OptionsFromEnv reads GAIGEL_MATCHES.
+  int matches = 0;
   double connect_timeout = 30.0;  // seconds to retry an unreachable server outside a match
   double initial_backoff = 0.1;   // seconds; doubles per failed reconnect ...
   double max_backoff = 5.0;       // ... up to this
@@ -52,20 +55,31 @@ struct Options {
   // off. OptionsFromEnv also turns it off when GAIGEL_COMPACT says so; set it after
   // OptionsFromEnv to overrule the variable.
   bool compact = true;
+  // A configuration error found by OptionsFromEnv (a bad GAIGEL_MATCHES); Run prints it and
+  // returns 1 without connecting. Empty: none.
+  std::string config_error;
 };
 
-// Fills unset options from the environment (GAIGEL_SERVER, GAIGEL_TOKEN, GAIGEL_BOT_NAME),
-// and turns compact off when CompactFromEnv(getenv("GAIGEL_COMPACT")) is false (a
-// base.compact of false stays false).
+// Fills unset options from the environment (GAIGEL_SERVER, GAIGEL_TOKEN, GAIGEL_BOT_NAME,
+// and GAIGEL_MATCHES when base.matches is 0), and turns compact off when
+// CompactFromEnv(getenv("GAIGEL_COMPACT")) is false (a base.compact of false stays false).
+// A GAIGEL_MATCHES that is not a whole number sets config_error
+// ("GAIGEL_MATCHES must be a number, got \"abc\"").
 Options OptionsFromEnv(Options base = {});
+
+// A GAIGEL_MATCHES value (nullptr: unset) as Options::matches: 0 (until the server ends the
+// session) when unset, empty (after trimming spaces) or 0; N for a whole number N (capped at
+// INT_MAX); -1 when it is not a whole number ("abc", "-1", "1.5"), a configuration error.
+int MatchesFromEnv(const char* value);
 
 // Whether a GAIGEL_COMPACT value (nullptr: unset) asks for compact mode: yes unless it is
 // 0, false, no or off (any case, spaces around ignored), as in the Python SDK; an unknown
 // value means compact.
 bool CompactFromEnv(const char* value);
 
-// Plays until `matches` matches are done or the server ends the session.
-// Returns 0 on success, 1 on a server error or when the server stayed unreachable.
+// Plays until the server ends the session (status OK) or `matches` matches are done.
+// Returns 0 on success, 1 on a configuration error (no token, options.config_error), a
+// server error or when the server stayed unreachable.
 int Run(Bot& bot, const Options& options);
 
 }  // namespace gaigel
