@@ -4,7 +4,7 @@ Enough bot processes are started once, for the whole run, to fill every seat of 
 concurrent matches:
 
 * ``command`` bots run their command with ``GAIGEL_SERVER``, ``GAIGEL_TOKEN`` and
-  ``GAIGEL_BOT_NAME`` in the environment;
+  ``GAIGEL_BOT_NAME`` in the environment, and ``GAIGEL_MATCHES=0`` (no limit of their own);
 * ``house`` bots run as ``gaigel bot NAME`` (the Python client SDK), so mixed tables work.
 
 ``[arena] bot_processes = "per_match"`` starts fresh command-bot processes for every match
@@ -65,8 +65,9 @@ MAX_RESTARTS = 10
 """A bot whose processes exit this many times within :data:`RESTART_WINDOW_S` stops the arena."""
 CLEAN_EXITS_HINT = (
     '; it exits cleanly: under bot_processes = "per_run" one process plays all of a bot\'s matches, '
-    "so a bot must play until the server ends its session (every kit does unless GAIGEL_MATCHES "
-    'is set), or the arena must start a process per match (bot_processes = "per_match", the default)'
+    "so a bot must play until the server ends its session (every kit does unless its code sets a "
+    "limit; the arena gives its bots GAIGEL_MATCHES=0), or the arena must start a process per match "
+    '(bot_processes = "per_match", the default)'
 )
 """What a bot that keeps leaving after its matches is told (a one-match bot in a per-run pool)."""
 RESTART_WINDOW_S = 60.0
@@ -327,7 +328,9 @@ class BotPool:
         key = (name, k)
         self._bot_of[name] = bot.name
         self._spawned += 1
-        gaigel = {"GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": name}
+        # GAIGEL_MATCHES 0: the arena, not the bot, decides how many matches a process plays (it
+        # ends the session); a limit in the organiser's environment must not reach its bots.
+        gaigel = {"GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": name, "GAIGEL_MATCHES": "0"}
         command = self.command(bot)
         kind = self._sandboxes.get(bot.name, "none")
         limits = self._limits(bot)

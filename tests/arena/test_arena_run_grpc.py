@@ -74,12 +74,14 @@ class TestGrpcExecutor:
 
     @pytest.mark.parametrize("leaves", [False, True])
     def test_a_per_run_bot_plays_all_its_matches_unless_it_leaves_after_each(
-        self, tmp_path: Path, leaves: bool
+        self, tmp_path: Path, leaves: bool, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Under bot_processes = "per_run" one process plays all of a bot's matches: the SDK's
-        default (until the server ends the session, as every kit's) plays them all; a bot that
-        leaves after one match (GAIGEL_MATCHES=1 or --matches 1) exits cleanly after each, is
-        restarted, and past the restart limit is disqualified with a message that says why."""
+        default (until the server ends the session, as every kit's) plays them all, even with a
+        GAIGEL_MATCHES in the organiser's environment (the arena gives its bots 0); a bot that
+        leaves after one match (--matches 1) exits cleanly after each, is restarted, and past the
+        restart limit is disqualified with a message that says why."""
+        monkeypatch.setenv("GAIGEL_MATCHES", "1")
         command = [sys.executable, "-m", "gaigel.cli", "bot", "first", *(["--matches", "1"] if leaves else [])]
         bots = [{"name": "sdk", "command": command}, {"name": "house", "house": "first"}]
         data = {"arena": {"sets_per_pairing": 6, "bot_processes": "per_run"}, "game": {"players": 2, "hands": 1}}
