@@ -34,13 +34,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--bot-name", default=None, help="registered bot name for Join (default $GAIGEL_BOT_NAME, else NAME)"
     )
-    p.add_argument(
-        "--matches",
-        type=int,
-        default=None,
-        metavar="N",
-        help="leave after N matches (default $GAIGEL_MATCHES, else until the server ends the session)",
-    )
+    _add_matches(p)
     p.add_argument("--secure", action="store_true", help="connect with TLS")
     p.add_argument("-v", "--verbose", action="store_true", help="log every reconnect and rejection")
     p.set_defaults(func=cmd_bot)
@@ -136,6 +130,13 @@ def _register_chaos(subparsers: Any) -> None:
     p.add_argument("--server", default=None, metavar="HOST:PORT", help="server address (default $GAIGEL_SERVER)")
     p.add_argument("--token", default=None, help="bot token (default $GAIGEL_TOKEN)")
     p.add_argument("--bot-name", default=None, help="registered bot name (default $GAIGEL_BOT_NAME, else chaos)")
+    _add_matches(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="log the SDK's reconnects and rejections")
+    p.set_defaults(func=cmd_chaos_bot)
+
+
+def _add_matches(p: argparse.ArgumentParser) -> None:
+    """--matches, as every SDK-driven bot command takes it (None: run() reads $GAIGEL_MATCHES)."""
     p.add_argument(
         "--matches",
         type=int,
@@ -143,8 +144,6 @@ def _register_chaos(subparsers: Any) -> None:
         metavar="N",
         help="leave after N matches (default $GAIGEL_MATCHES, else until the server ends the session)",
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="log the SDK's reconnects and rejections")
-    p.set_defaults(func=cmd_chaos_bot)
 
 
 def cmd_bot(args: argparse.Namespace) -> int:
@@ -220,13 +219,7 @@ def _register_bridge(sub: Any) -> None:
     p.add_argument("--server", default=None, metavar="HOST:PORT", help="server address (default $GAIGEL_SERVER)")
     p.add_argument("--token", default=None, help="bot token (default $GAIGEL_TOKEN)")
     p.add_argument("--bot-name", default=None, help="registered bot name (default $GAIGEL_BOT_NAME)")
-    p.add_argument(
-        "--matches",
-        type=int,
-        default=None,
-        metavar="N",
-        help="leave after N matches (default $GAIGEL_MATCHES, else until the server ends the session)",
-    )
+    _add_matches(p)
     p.add_argument("--secure", action="store_true", help="connect with TLS")
     p.add_argument("-v", "--verbose", action="store_true", help="log reconnects and rejections")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the bot command")
