@@ -71,6 +71,12 @@ RESTART_WINDOW = 60.0
 STUCK_SECONDS = 30.0
 """A table process that answers no health check for this long is killed (and so replaced): its
 event loop is stuck, and with it its matches and their clocks, which would otherwise wait forever."""
+HEARTBEATS = 6
+"""Health checks per STUCK_SECONDS: one every 5 s; each costs both processes a grpc call."""
+REFRESH_SECONDS = 10.0
+"""The longest the front goes without asking the table processes' status. It asks when a placement
+needs it (CreateMatch, a waiting table, a replaced process, an unregistration); this only keeps
+the load that routes new Joins from growing old."""
 MAX_LOST = 100_000
 """Lost match ids the front remembers, to say what happened to them (the oldest beyond are forgotten)."""
 
@@ -326,13 +332,14 @@ class Cluster:
         self.kick.set()
 
     async def _heartbeat(self, w: Worker) -> None:
-        """Asks *w*'s health service every second (answered in its event loop, like its tables);
-        kills it when no answer came for STUCK_SECONDS."""
+        """Asks *w*'s health service HEARTBEATS times per STUCK_SECONDS (answered in its event
+        loop, like its tables); kills it when no answer came for STUCK_SECONDS."""
         check = health_pb2_grpc.HealthStub(w.channel).Check
         answered = time.monotonic()
         while w.alive and w.process.returncode is None:
+            every = STUCK_SECONDS / HEARTBEATS
             try:
-                await check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                await check(health_pb2.HealthCheckRequest(), timeout=min(1.0, STUCK_SECONDS / 2))
                 answered = time.monotonic()
             except grpc.aio.AioRpcError:
                 if time.monotonic() - answered >= STUCK_SECONDS and w.process.returncode is None:
@@ -341,7 +348,7 @@ class Cluster:
                     )
                     w.process.kill()  # _watch replaces it
                     return
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(every)
 
     def _lose(self, w: Worker, code: int) -> list[str]:
         """Forgets dead *w*: its matches become lost (their calls say why), the per-peer places of
@@ -514,9 +521,12 @@ class Cluster:
         return len(moves)
 
     async def _rebalance_loop(self) -> None:
+        """A round whenever something may need a placement (kick), every 0.2 s while a table waits
+        for sessions, else every REFRESH_SECONDS: polling idle processes cost each a grpc call a
+        second."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.kick.wait(), 1.0)
+                await asyncio.wait_for(self.kick.wait(), REFRESH_SECONDS)
             self.kick.clear()
             try:
                 await self.rebalance()

@@ -428,6 +428,34 @@ def test_a_stuck_table_process_is_killed_and_replaced(monkeypatch: pytest.Monkey
     run(scenario(), 90)
 
 
+def test_an_idle_front_asks_its_table_processes_for_no_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no table waiting the front asks no status until something needs a placement (each
+    question costs both processes a grpc call: once a second it was most of an idle cluster's CPU);
+    a waiting table is asked about again and again until it is seated."""
+    calls: list[str] = []
+    real = Cluster._call
+
+    async def counted(self: Cluster, w: Any, method: str, body: dict[str, Any]) -> Any:
+        calls.append(method)
+        return await real(self, w, method, body)
+
+    monkeypatch.setattr(Cluster, "_call", counted)
+
+    async def scenario() -> None:
+        async with front() as f:
+            await asyncio.sleep(3.0)
+            assert calls.count("Status") == 0
+            admin = Admin(f.port)
+            try:
+                await admin.create(2, ["alpha", "house:random"], hands=1, seed=4)  # alpha never joins
+                await asyncio.sleep(2.0)
+                assert calls.count("Status") >= 2 * 4  # a round every 0.2 s, each asking both processes
+            finally:
+                await admin.close()
+
+    run(scenario(), 60)
+
+
 def test_a_table_process_that_keeps_dying_stops_the_front(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cluster_module, "RESTARTS", 1)
 
