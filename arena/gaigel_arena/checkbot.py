@@ -126,6 +126,7 @@ def check_arena_bot(
             verbose=verbose,
             startup_timeout=startup_timeout,
             confinement=_confinement(config, bot, kind, socket_dir, private, groups),
+            per_run=config.bot_processes == "per_run",
         )
     finally:
         for group in groups:

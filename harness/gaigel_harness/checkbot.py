@@ -15,9 +15,13 @@ Two parts:
   bot must answer every decision kind legally and without a fault: an opening
   declaration, plays in the talon phase, a meld/rob offer (seeds are searched so the bot's
   hand holds a marriage and the trump Seven), and in ``aus_mode = explicit`` the Aus/Pass
-  decisions.
+  decisions. After the first real match the same process must play a second on its session,
+  as the protocol's sessions do and an arena with ``bot_processes = "per_run"`` relies on (a
+  bot that leaves after one match is disqualified there); ``per_run=False`` (``gaigel arena
+  check-bot`` of a ``per_match`` arena) reports a bot that leaves without failing it.
 
-The bot is launched once per run with GAIGEL_SERVER, GAIGEL_TOKEN and GAIGEL_BOT_NAME set;
+The bot is launched once per run with GAIGEL_SERVER, GAIGEL_TOKEN, GAIGEL_BOT_NAME and
+GAIGEL_MATCHES=0 (no limit of its own, as the arena gives it) set;
 for the real matches also GAIGEL_COMPACT, 1 and 0 in turn, so that a kit which reads it
 (the Python SDK and the Go, TypeScript, Rust, Java and C++ kits do) plays in both modes.
 Each check says the mode the bot joined in.
@@ -61,7 +65,14 @@ BOT_NAME = "candidate"
 PLAYERS = 2
 SEAT = 1  # the candidate's seat in the scripted match (not 0, to catch bots that assume it)
 EXIT_WAIT = 5.0
+SEATED_AGAIN_WAIT = 5.0
+"""Seconds after its first real match within which the bot must be seated in the second."""
 JOIN = "joins with the right protocol version"
+NEXT_MATCH = "plays the next match on its session"
+PER_RUN_HINT = (
+    'an arena with bot_processes = "per_run" keeps one process for all of a bot\'s matches and would '
+    "disqualify it; play until the server ends the session (every kit's default, GAIGEL_MATCHES=0)"
+)
 
 KIND_OPENING = "opening declaration"
 KIND_TALON = "play in the talon phase"
@@ -128,7 +139,9 @@ class BotProcess:
         compact: bool | None = None,
         confinement: Confinement | None = None,
     ) -> None:
-        session = {"GAIGEL_SERVER": server, "GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": BOT_NAME}
+        # GAIGEL_MATCHES 0, as the arena gives its bots: a limit exported in the caller's shell
+        # must not decide whether the bot plays the next match.
+        session = {"GAIGEL_SERVER": server, "GAIGEL_TOKEN": token, "GAIGEL_BOT_NAME": BOT_NAME, "GAIGEL_MATCHES": "0"}
         if compact is not None:  # asks kits that read it for a mode; the bot's Join decides
             session["GAIGEL_COMPACT"] = "1" if compact else "0"
         argv, env = list(cmd), bot_environment(**session)
@@ -733,8 +746,10 @@ async def _real_match(
     compact: bool | None = None,
     startup_timeout: float = STARTUP_TIMEOUT,
     confinement: Confinement | None = None,
+    next_match: bool = False,
 ) -> RealMatch:
-    """One real match against a house bot; *compact* sets GAIGEL_COMPACT."""
+    """One real match against a house bot; *compact* sets GAIGEL_COMPACT. With *next_match*, once
+    it completed, a second (one hand) that the same process must be seated in and play."""
     from gaigel_api.v1 import match_service_pb2 as ms
     from gaigel_server import matches
     from gaigel_server.logging import configure_logging
@@ -786,23 +801,67 @@ async def _real_match(
         table = server.lobby.open(matches.validate(request, server.bots, clock))
         await server.lobby.play(table, stop)
         assert table.record is not None
+        after: str | None = None
+        done = (table.record.get("result") or {}).get("termination") == MatchTermination.COMPLETED.value
+        if next_match and done and not notes:
+            after = await _next_match(server, request, launched, clock)
     finally:
         if bot is not None:
             bot.stop()
         await server.stop(1.0)
     assert bot is not None and table.record is not None
-    return RealMatch(table.record, notes, table.modes[0], bot.tail())
+    return RealMatch(table.record, notes, table.modes[0], bot.tail(), after)
+
+
+async def _next_match(server: Any, first: Any, bot: BotProcess, clock: Clock) -> str:
+    """Plays a one-hand match after *first* on *server*; "" when *bot*'s process was seated in it
+    within SEATED_AGAIN_WAIT seconds and played it without a fault, else why not."""
+    from gaigel_api.v1 import match_service_pb2 as ms
+    from gaigel_server import matches
+    from gaigel_server.states import TableState
+
+    request = ms.CreateMatchRequest()
+    request.CopyFrom(first)
+    request.hands, request.seed = 1, first.seed ^ 1
+    ended = time.monotonic()
+    why = ""
+
+    async def watch(table: Any) -> str:
+        nonlocal why
+        if table.state is not TableState.WAITING:
+            return ""
+        if bot.proc.poll() is not None:
+            why = f"the bot exited with code {bot.proc.returncode} after its first match"
+        elif time.monotonic() - ended > SEATED_AGAIN_WAIT:
+            why = (
+                f"the bot was not seated in the next match within {SEATED_AGAIN_WAIT:g} s of its first "
+                "(it left, or closed its stream and did not join again)"
+            )
+        return why
+
+    table = server.lobby.open(matches.validate(request, server.bots, clock))
+    await server.lobby.play(table, watch)
+    if why:
+        return why
+    record = table.record or {}
+    faults = [f for f in record.get("faults", []) if f["seat"] == 0]
+    if faults:
+        return f"in the next match: {faults[0]['reason']}: {faults[0]['message']}"
+    term = (record.get("result") or {}).get("termination", "?")
+    return "" if term == MatchTermination.COMPLETED.value else f"the next match ended {term}"
 
 
 @dataclasses.dataclass(frozen=True)
 class RealMatch:
     """One real match of check-bot: its record, notes on what went wrong, the mode the bot joined in
-    ("compact", "plain", or "" when it never played) and the last lines of the bot's output."""
+    ("compact", "plain", or "" when it never played), the last lines of the bot's output and, if
+    asked for, how the next match on the same session went ("": played; None: not played)."""
 
     record: dict[str, Any]
     notes: list[str]
     mode: str
     bot_log: str
+    next_match: str | None = None
 
 
 def run_real(
@@ -813,8 +872,10 @@ def run_real(
     verbose: bool,
     startup_timeout: float = STARTUP_TIMEOUT,
     confinement: Confinement | None = None,
+    per_run: bool = True,
 ) -> None:
-    """The rules checks on the real server."""
+    """The rules checks on the real server, and the next match on one session after the first
+    (failed when the bot leaves only if *per_run*)."""
     from gaigel.ruleset import Ruleset, preset
 
     base = preset("default", players=PLAYERS)
@@ -836,9 +897,13 @@ def run_real(
                         break
                     seed = rng.randrange(1 << 63)
             real = asyncio.run(
-                _real_match(cmd, rules, seed, deadline, verbose, played % 2 == 0, startup_timeout, confinement)
+                _real_match(
+                    cmd, rules, seed, deadline, verbose, played % 2 == 0, startup_timeout, confinement, played == 0
+                )
             )
             played += 1
+            if real.next_match is not None:
+                _judge_next_match(results, real, seed, per_run)
             results.real_modes.append(real.mode)
             record, notes, mode, tail = real.record, real.notes, real.mode, real.bot_log
             faults = [f for f in record.get("faults", []) if f["seat"] == 0]
@@ -876,6 +941,20 @@ def run_real(
                 )
 
 
+def _judge_next_match(results: Results, real: RealMatch, seed: int, per_run: bool) -> None:
+    why = real.next_match
+    if not why:
+        results.set(
+            NEXT_MATCH, True, f"seated again and played a one-hand match after match seed {seed} without a fault"
+        )
+    elif per_run:
+        results.set(NEXT_MATCH, False, f"{why}; {PER_RUN_HINT}")
+        if real.bot_log and not results.real_log:
+            results.real_log = real.bot_log
+    else:
+        results.set(NEXT_MATCH, True, f"not required here (this arena starts a process per match): {why}")
+
+
 # --- the command ---------------------------------------------------------------------------
 
 ORDER = [
@@ -885,6 +964,7 @@ ORDER = [
     "recovers after ActionRejected",
     "resumes after a dropped stream",
     "exits cleanly after MatchEnd",
+    NEXT_MATCH,
     f"answers: {KIND_OPENING}",
     f"answers: {KIND_TALON}",
     f"answers: {KIND_MELD_ROB}",
@@ -901,10 +981,12 @@ def run_checks(
     verbose: bool = False,
     startup_timeout: float = STARTUP_TIMEOUT,
     confinement: Confinement | None = None,
+    per_run: bool = True,
 ) -> int:
     """Runs every check; prints PASS/FAIL lines (or JSON); returns 0 only when all pass.
 
-    With *confinement* the bot runs as an arena would run it (its sandbox and limits).
+    With *confinement* the bot runs as an arena would run it (its sandbox and limits); without
+    *per_run* a bot that leaves after one match passes (an arena that starts a process per match).
 
     A failure is reported once: the checks it left unreachable (the later stages of the scripted match,
     and everything after a failed join) are listed as not reached because of it, not as failures."""
@@ -917,7 +999,7 @@ def run_checks(
         return 2
     join = results.checks.get(JOIN)
     if join is None or join.ok is not False:  # a bot that cannot join would fail the real matches the same way
-        run_real(cmd, results, deadline, max_matches, verbose, startup_timeout, confinement)
+        run_real(cmd, results, deadline, max_matches, verbose, startup_timeout, confinement, per_run)
     blocker = next((n for n in ORDER if n in results.checks and results.checks[n].ok is False), None)
     unreached = f"not reached: {blocker} failed" if blocker else "not reached"
     checks = [results.checks.get(name) or Check(name, None, unreached) for name in ORDER]

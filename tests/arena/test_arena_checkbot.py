@@ -58,6 +58,37 @@ def test_the_sdk_bot_passes_in_its_sandbox_with_the_arena_clock(tmp_path: Path) 
     done = _run("arena", "check-bot", str(config), "--bot", "py", "--startup-timeout", "30")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "decision_ms 1500 x load factor" in done.stderr
-    assert "ok: 10 of 10 checks passed" in done.stdout
+    assert "ok: 11 of 11 checks passed" in done.stdout
     wrong = _run("arena", "check-bot", str(config), "--bot", "house")
     assert wrong.returncode == 2 and "only command bots are started by the arena" in wrong.stderr
+
+
+ONE_MATCH = (
+    "import random\nfrom gaigel_client import Bot, run\n\n"
+    "class Once(Bot):\n    def decide(self, request):\n        return random.choice(request.legal_actions).id\n\n"
+    "run(Once(), matches=1)\n"
+)
+"""A bot that leaves after one match, whole in its command (the sandbox shows it no other file)."""
+
+
+@pytest.mark.parametrize("processes", ["per_match", "per_run"])
+def test_a_bot_that_leaves_after_one_match_fails_only_where_one_process_plays_many(
+    tmp_path: Path, processes: str
+) -> None:
+    """Under ``per_run`` the arena would disqualify a bot that leaves after a match; under
+    ``per_match`` (a process per match) leaving is harmless, and check-bot says so."""
+    bot = [sys.executable, "-c", ONE_MATCH]
+    config = tmp_path / "arena.toml"
+    config.write_text(
+        f'[arena]\nbot_processes = "{processes}"\n[clock]\ndecision_ms = 1500\n'
+        f'[[bots]]\nname = "once"\ncommand = {json.dumps(bot)}\n[[bots]]\nname = "house"\nhouse = "random"\n'
+    )
+    done = _run("arena", "check-bot", str(config), "--bot", "once", "--startup-timeout", "30", "--json")
+    checks = {c["name"]: c for c in json.loads(done.stdout.strip().splitlines()[-1])["checks"]}
+    after = checks["plays the next match on its session"]
+    if processes == "per_run":
+        assert done.returncode == 1 and after["ok"] is False, done.stdout[-2000:]
+        assert "after its first match" in after["reason"] and 'bot_processes = "per_run"' in after["reason"]
+    else:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert after["reason"].startswith("not required here (this arena starts a process per match): the bot exited")

@@ -15,6 +15,7 @@ ALL = {
     "recovers after ActionRejected",
     "resumes after a dropped stream",
     "exits cleanly after MatchEnd",
+    "plays the next match on its session",
     "answers: opening declaration",
     "answers: play in the talon phase",
     "answers: meld/rob offer",
@@ -56,15 +57,22 @@ def test_python_example_passes_every_check() -> None:
     assert {"compact", "plain"} <= set(modes), modes
 
 
+ONE_MATCH = (
+    "import sys; sys.path.insert(0, 'clients/python/examples'); from random_bot import RandomBot; "
+    "from gaigel_client import run; run(RandomBot(), matches=1)"
+)
+"""A bot that leaves after one match (a limit in its code: GAIGEL_MATCHES cannot lift it)."""
+
+
 def test_reports_the_mode_of_a_bot_that_leaves_after_one_match() -> None:
-    # Like the kits' example bots: a fast bot that plays one match and leaves is gone from
-    # the table and the pool at once; check-bot still says the mode it joined in.
-    one_match = (
-        "import sys; sys.path.insert(0, 'clients/python/examples'); from random_bot import RandomBot; "
-        "from gaigel_client import run; run(RandomBot(), matches=1)"
-    )
-    code, checks, _, modes = _check_modes([sys.executable, "-c", one_match])
-    assert code == 0, _failures(checks)
+    # A fast bot that plays one match and leaves is gone from the table and the pool at once;
+    # check-bot still says the mode it joined in, and fails only its leaving: a per-run arena
+    # keeps one process for many matches and would disqualify it.
+    code, checks, _, modes = _check_modes([sys.executable, "-c", ONE_MATCH])
+    assert code == 1
+    assert set(_failures(checks)) == {"plays the next match on its session"}, _failures(checks)
+    why = str(checks["plays the next match on its session"]["reason"])
+    assert why.startswith("the bot exited with code 0 after its first match; ") and 'bot_processes = "per_run"' in why
     real = [str(c["reason"]) for name, c in checks.items() if name.startswith("answers: ")]
     assert all("no mode" not in r for r in real), real
     assert all(("compact mode" in r) != ("plain mode" in r) for r in real), real
@@ -72,6 +80,25 @@ def test_reports_the_mode_of_a_bot_that_leaves_after_one_match() -> None:
     # reasons above name only the matches that covered a kind, which may all be compact ones.
     assert len(modes) >= 2 and modes[:2] == ["compact", "plain"], modes
     assert all(m == ("compact", "plain")[i % 2] for i, m in enumerate(modes)), modes
+
+
+def test_a_match_limit_in_the_callers_environment_does_not_make_the_bot_leave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # check-bot gives the bot GAIGEL_MATCHES=0 as the arena does: the example bot reads the
+    # variable, and with the caller's 1 it would leave after its first match.
+    monkeypatch.setenv("GAIGEL_MATCHES", "1")
+    code, checks, _ = _check([sys.executable, "clients/python/examples/random_bot.py"])
+    assert code == 0, _failures(checks)
+    assert str(checks["plays the next match on its session"]["reason"]).startswith("seated again and played")
+
+
+def test_a_bot_that_leaves_but_keeps_running_is_not_seated_again() -> None:
+    code, checks, _ = _check([sys.executable, str(BOTS / "raw_bot.py"), "--mode", "leave-and-stay"])
+    assert code == 1
+    why = str(checks["plays the next match on its session"]["reason"])
+    assert why.startswith("the bot was not seated in the next match within 5 s of its first"), why
+    assert checks["answers: play in the talon phase"]["ok"] is True  # its first match was played
 
 
 def test_python_example_passes_in_plain_mode(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,7 +119,7 @@ def test_plain_text_output() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [x for x in r.stdout.splitlines() if x.startswith(("PASS", "FAIL"))]
     assert len(lines) == len(ALL) and all(x.startswith("PASS") for x in lines)
-    assert r.stdout.rstrip().splitlines()[-1].startswith("ok: 10 of 10 checks passed")
+    assert r.stdout.rstrip().splitlines()[-1].startswith("ok: 11 of 11 checks passed")
 
 
 def test_bot_that_never_resumes_fails_with_the_reason() -> None:

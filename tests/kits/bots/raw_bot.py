@@ -3,12 +3,14 @@
 --mode never-answers: joins and never answers a decision.
 --mode no-resume:     plays (and retries after a rejection) but exits with code 3 when the stream drops.
 --mode no-retry:      plays, but sends nothing more after an ActionRejected.
+--mode leave-and-stay: plays, sends Leave when a match starts, and stays running after its session ends.
 """
 
 import argparse
 import os
 import queue
 import sys
+import time
 
 import grpc
 
@@ -18,7 +20,7 @@ from gaigel_api.v1 import bot_service_pb2_grpc as pb_grpc
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=("never-answers", "no-resume", "no-retry"), required=True)
+    parser.add_argument("--mode", choices=("never-answers", "no-resume", "no-retry", "leave-and-stay"), required=True)
     mode = parser.parse_args().mode
     outbox: queue.SimpleQueue = queue.SimpleQueue()
     outbox.put(
@@ -38,7 +40,9 @@ def main() -> int:
     last = None
     try:
         for msg in stub.Play(requests()):
-            if msg.HasField("decision_request") and mode in ("no-resume", "no-retry"):
+            if msg.HasField("match_start") and mode == "leave-and-stay":
+                outbox.put(pb.PlayRequest(leave=pb.Leave()))
+            if msg.HasField("decision_request") and mode in ("no-resume", "no-retry", "leave-and-stay"):
                 last = msg.decision_request
                 outbox.put(
                     pb.PlayRequest(action=pb.Action(decision_id=last.decision_id, action_id=last.legal_actions[-1].id))
@@ -54,6 +58,8 @@ def main() -> int:
         return 3
     finally:
         outbox.put(None)
+    if mode == "leave-and-stay":
+        time.sleep(3600)  # until check-bot stops it
     return 0
 
 
