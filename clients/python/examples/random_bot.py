@@ -5,8 +5,9 @@ python clients/python/examples/random_bot.py
 
 import logging
 import random
+import sys
 
-from gaigel_client import Bot, run
+from gaigel_client import Bot, GaigelClientError, run
 
 
 class RandomBot(Bot):
@@ -26,4 +27,7 @@ class RandomBot(Bot):
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    run(RandomBot())
+    try:
+        run(RandomBot())
+    except GaigelClientError as e:  # a setting or the server's refusal: one line says what to fix
+        sys.exit(f"random_bot: {e}")

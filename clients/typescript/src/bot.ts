@@ -4,7 +4,7 @@
  * server ends the session (or GAIGEL_MATCHES matches). Each match's MatchStart.botSeed
  * seeds it, so a rematch of its record plays the same.
  */
-import { run, seed32, type DecisionRequest, type MatchStart } from "./client.js";
+import { GaigelError, run, seed32, type DecisionRequest, type MatchStart } from "./client.js";
 
 /** A small seeded generator (mulberry32), so that a seed replays the same choices. */
 function rng(seed: number): () => number {
@@ -28,4 +28,10 @@ function decide(req: DecisionRequest): number {
   return legal[Math.floor(random() * legal.length)].id;
 }
 
-await run({ decide, startMatch }, { name: "random-ts", version: "1.0" });
+try {
+  await run({ decide, startMatch }, { name: "random-ts", version: "1.0" });
+} catch (e) {
+  if (!(e instanceof GaigelError)) throw e; // a bug in the bot: its stack trace helps
+  console.error(`gaigel: ${e.message}`); // a setting or the server's refusal: one line says what to fix
+  process.exitCode = 1;
+}

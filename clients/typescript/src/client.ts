@@ -93,6 +93,14 @@ export function compactFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   return !["0", "false", "no", "off"].includes((env.GAIGEL_COMPACT ?? "1").trim().toLowerCase());
 }
 
+/** A setting that is wrong or missing, or a server that refuses or cannot be reached: its message says what to fix. */
+export class GaigelError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "GaigelError";
+  }
+}
+
 /**
  * The number of matches $GAIGEL_MATCHES asks for: unset, empty or 0 means 0 (play until the
  * server ends the session), N > 0 means leave after N matches. Anything that is not a
@@ -101,7 +109,7 @@ export function compactFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
 export function matchesFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   const value = env.GAIGEL_MATCHES;
   if (!value) return 0;
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new Error(`GAIGEL_MATCHES must be a number, got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new GaigelError(`GAIGEL_MATCHES must be a number, got ${JSON.stringify(value)}`);
   return Number(value);
 }
 
@@ -118,10 +126,10 @@ const log = (...args: unknown[]) => console.error(new Date().toISOString(), "gai
 export async function run(bot: Bot, config: Config = {}): Promise<void> {
   const token = config.token ?? process.env.GAIGEL_TOKEN ?? "";
   const name = process.env.GAIGEL_BOT_NAME || config.name || "";
-  if (!token) throw new Error("no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered");
-  if (!name) throw new Error("no bot name: set GAIGEL_BOT_NAME or config.name");
+  if (!token) throw new GaigelError("no bot token: set GAIGEL_TOKEN to the token issued when the bot was registered");
+  if (!name) throw new GaigelError("no bot name: set GAIGEL_BOT_NAME or config.name");
   const matches = config.matches ?? matchesFromEnv();
-  if (!Number.isSafeInteger(matches) || matches < 0) throw new Error(`config.matches must be a non-negative integer, got ${matches}`);
+  if (!Number.isSafeInteger(matches) || matches < 0) throw new GaigelError(`config.matches must be a non-negative integer, got ${matches}`);
   const server = config.server ?? process.env.GAIGEL_SERVER ?? DEFAULT_SERVER;
   const client = new (loadProto().gaigel.v1.BotService)(server, config.credentials ?? grpc.credentials.createInsecure());
   try {
@@ -173,11 +181,11 @@ class Session {
           continue;
         }
         const retry = [grpc.status.UNAVAILABLE, ...(this.match ? [grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.CANCELLED] : [])];
-        if (!retry.includes(code)) throw e;
+        if (!retry.includes(code)) throw (e as grpc.ServiceError).code === undefined ? e : new GaigelError(`the server ended the stream: ${grpc.status[code]}: ${(e as grpc.ServiceError).details}`, { cause: e });
         const limit = this.match?.graceMs || (this.config.connectTimeoutMs ?? 30_000);
         lostSince ??= Date.now();
         const remaining = lostSince + limit - Date.now();
-        if (remaining <= 0) throw new Error(`server unreachable for ${limit} ms: ${(e as Error).message}`);
+        if (remaining <= 0) throw new GaigelError(`server unreachable for ${limit} ms: ${(e as Error).message}`);
         const delay = Math.min(remaining, Math.min(5000, 100 * 2 ** failures) * (0.8 + 0.4 * Math.random()));
         failures++;
         log(`stream lost (${(e as Error).message}); ${this.match ? `resuming match ${this.match.matchId}` : "reconnecting"} in ${Math.round(delay)} ms`);

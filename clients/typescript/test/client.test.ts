@@ -3,7 +3,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { compactFromEnv, loadProto, matchesFromEnv, run } from "../src/client.js";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { compactFromEnv, GaigelError, loadProto, matchesFromEnv, run } from "../src/client.js";
 import type { PlayRequest__Output } from "../src/generated/gaigel/v1/PlayRequest.js";
 import type { PlayResponse, PlayResponse__Output } from "../src/generated/gaigel/v1/PlayResponse.js";
 
@@ -218,7 +220,7 @@ test("a GAIGEL_MATCHES that is not a non-negative integer is a configuration err
   }
   for (const value of ["abc", "-1", "1.5", "2x", " ", " 3", "1e3", "99999999999999999999"]) {
     const error = `GAIGEL_MATCHES must be a number, got ${JSON.stringify(value)}`;
-    assert.throws(() => matchesFromEnv({ GAIGEL_MATCHES: value }), { message: error });
+    assert.throws(() => matchesFromEnv({ GAIGEL_MATCHES: value }), { name: "GaigelError", message: error });
     process.env.GAIGEL_MATCHES = value;
     try {
       // run reads it before it connects (nothing listens on port 1).
@@ -228,4 +230,13 @@ test("a GAIGEL_MATCHES that is not a non-negative integer is a configuration err
     }
   }
   await assert.rejects(run({ decide: () => 0 }, { server: "127.0.0.1:1", token: "tok", name: "bob", matches: -1, connectTimeoutMs: 100 }), /config.matches must be a non-negative integer, got -1/);
+});
+
+test("the example bot names a bad setting in one line and exits 1, without a stack trace", () => {
+  const bot = fileURLToPath(new URL("../src/bot.js", import.meta.url));
+  const env = { ...process.env, GAIGEL_SERVER: "127.0.0.1:1", GAIGEL_TOKEN: "tok", GAIGEL_MATCHES: "x" };
+  const done = spawnSync(process.execPath, [bot], { env, encoding: "utf8", timeout: 30_000 });
+  assert.equal(done.status, 1, done.stderr);
+  assert.equal(done.stderr, 'gaigel: GAIGEL_MATCHES must be a number, got "x"\n');
+  assert.ok(new GaigelError("m") instanceof Error);
 });

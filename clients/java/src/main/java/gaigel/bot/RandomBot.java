@@ -24,7 +24,13 @@ public final class RandomBot implements Bot {
     }
 
     public static void main(String[] args) {
-        int matches = GaigelClient.run(new RandomBot(), GaigelClient.Config.fromEnv("random-java"));
-        System.err.println("gaigel-bot: played " + matches + " match(es)");
+        try {
+            int matches = GaigelClient.run(new RandomBot(), GaigelClient.Config.fromEnv("random-java"));
+            System.err.println("gaigel-bot: played " + matches + " match(es)");
+        } catch (GaigelClient.GaigelException e) {
+            // A setting or the server's refusal: one line says what to fix (a bug in decide keeps its trace).
+            System.err.println("gaigel-bot: " + e.getMessage());
+            System.exit(1);
+        }
     }
 }
