@@ -173,7 +173,10 @@ class Session {
         if (!finished) log("the server ended the session");
         return;
       } catch (e) {
-        const code = (e as grpc.ServiceError).code ?? grpc.status.UNKNOWN;
+        // Not the stream's error (a bug in the bot's own code): it ends the run with its stack,
+        // as in the other kits, instead of being retried as a lost connection.
+        if (typeof (e as grpc.ServiceError).code !== "number") throw e;
+        const code = (e as grpc.ServiceError).code;
         if (resuming && !welcomed && (code === grpc.status.FAILED_PRECONDITION || code === grpc.status.NOT_FOUND)) {
           log(`could not resume match ${this.match?.matchId} (${(e as Error).message}); joining afresh`);
           this.match = null;
@@ -181,7 +184,7 @@ class Session {
           continue;
         }
         const retry = [grpc.status.UNAVAILABLE, ...(this.match ? [grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.CANCELLED] : [])];
-        if (!retry.includes(code)) throw (e as grpc.ServiceError).code === undefined ? e : new GaigelError(`the server ended the stream: ${grpc.status[code]}: ${(e as grpc.ServiceError).details}`, { cause: e });
+        if (!retry.includes(code)) throw new GaigelError(`the server ended the stream: ${grpc.status[code]}: ${(e as grpc.ServiceError).details}`, { cause: e });
         const limit = this.match?.graceMs || (this.config.connectTimeoutMs ?? 30_000);
         lostSince ??= Date.now();
         const remaining = lostSince + limit - Date.now();

@@ -240,3 +240,33 @@ test("the example bot names a bad setting in one line and exits 1, without a sta
   assert.equal(done.stderr, 'gaigel: GAIGEL_MATCHES must be a number, got "x"\n');
   assert.ok(new GaigelError("m") instanceof Error);
 });
+
+// The kit used to take it for a lost stream and resume for ever (each Welcome restarted its grace).
+test("an error thrown by decide ends the run with that error, not a reconnect", { timeout: 20_000 }, async () => {
+  let streams = 0;
+  const server = new grpc.Server();
+  server.addService(loadProto().gaigel.v1.BotService.service, {
+    Play: async (call: grpc.ServerDuplexStream<PlayRequest__Output, PlayResponse>) => {
+      streams++;
+      await call[Symbol.asyncIterator]().next(); // the Join
+      call.write({ sequence: 0, welcome: { sessionId: "s" } });
+      call.write({ sequence: 1, matchStart: { matchId: "m", seat: 0, resumeToken: "rt", clock: { resumeGrace: { seconds: 5 } } } });
+      call.write({ sequence: 2, decisionRequest: { decisionId: "d1", legalActions: [{ id: 3 }] } });
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const bug = new TypeError("a bug in decide");
+  const started = Date.now();
+  try {
+    await assert.rejects(
+      run({ decide: () => { throw bug; } }, { server: `127.0.0.1:${port}`, token: "tok", name: "bob" }),
+      (e) => e === bug,
+    );
+  } finally {
+    server.forceShutdown();
+  }
+  assert.equal(streams, 1); // no Resume was tried
+  assert.ok(Date.now() - started < 4000, "it did not wait out the resume grace");
+});
