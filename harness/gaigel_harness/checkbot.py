@@ -65,8 +65,10 @@ BOT_NAME = "candidate"
 PLAYERS = 2
 SEAT = 1  # the candidate's seat in the scripted match (not 0, to catch bots that assume it)
 EXIT_WAIT = 5.0
-SEATED_AGAIN_WAIT = 5.0
-"""Seconds after its first real match within which the bot must be seated in the second."""
+SEATED_AGAIN_WAIT = 10.0
+"""Seconds after its first real match within which the bot must be seated in the second. A bot
+that stays is seated at once (its session is idle when the match ends); the wait is for a bot
+that leaves to finish exiting on a loaded machine, so that the reason names its exit code."""
 JOIN = "joins with the right protocol version"
 NEXT_MATCH = "plays the next match on its session"
 PER_RUN_HINT = (
