@@ -12,19 +12,12 @@
 
 #include "gaigel/client.h"
 #include "gaigel/v1/bot_service.grpc.pb.h"
+#include "scripted.h"
 
 namespace v1 = gaigel::v1;
+using gaigel_test::Check;
 
 namespace {
-
-int failures = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::cerr << "FAIL: " << what << "\n";
-    ++failures;
-  }
-}
 
 // Plays Welcome, MatchStart, one decision (folded or not) and MatchEnd.
 class ScriptedServer final : public v1::BotService::Service {
@@ -121,19 +114,10 @@ class LogBot : public gaigel::Bot {
 
 std::vector<std::string> Play(bool folded, bool compact, bool* join_compact, bool* join_compact_hand_end) {
   ScriptedServer service(folded);
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
   LogBot bot;
   gaigel::Options options;
-  options.server = "127.0.0.1:" + std::to_string(port);
-  options.token = "tok";
-  options.bot_name = "bob";
   options.compact = compact;
-  Check(gaigel::Run(bot, options) == 0, "Run returns 0");
-  server->Shutdown();
+  Check(gaigel_test::RunAgainst(service, bot, options) == 0, "Run returns 0");
   *join_compact = service.join_compact;
   *join_compact_hand_end = service.join_compact_hand_end;
   return bot.log;
@@ -177,6 +161,5 @@ int main() {
   unsetenv("GAIGEL_COMPACT");
   Check(gaigel::OptionsFromEnv().compact, "OptionsFromEnv without GAIGEL_COMPACT: compact");
   for (const auto& line : compact) std::cout << line << "\n";
-  std::cout << (failures ? "FAILED" : "ok") << "\n";
-  return failures ? 1 : 0;
+  return gaigel_test::Finish();
 }

@@ -14,19 +14,12 @@
 
 #include "gaigel/client.h"
 #include "gaigel/v1/bot_service.grpc.pb.h"
+#include "scripted.h"
 
 namespace v1 = gaigel::v1;
+using gaigel_test::Check;
 
 namespace {
-
-int failures = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::cerr << "FAIL: " << what << "\n";
-    ++failures;
-  }
-}
 
 // Welcome, then two matches of one decision each (MatchStart, DecisionRequest, MatchEnd),
 // then the end of the session (OK), as `gaigel try` and the arena end it. It does not stop
@@ -89,19 +82,10 @@ struct Outcome {
 
 Outcome Play(gaigel::Options options) {
   TwoMatchServer service;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
   CountBot bot;
-  options.server = "127.0.0.1:" + std::to_string(port);
-  options.token = "tok";
-  options.bot_name = "bob";
   options.connect_timeout = 2;
   Outcome out;
-  out.rc = gaigel::Run(bot, options);
-  server->Shutdown();
+  out.rc = gaigel_test::RunAgainst(service, bot, options);
   out.ended = bot.ended;
   out.leave_in_match = service.leave_in_match;
   out.session_ended = service.session_ended;
@@ -171,6 +155,5 @@ int main() {
   Check(refused.ended.empty(), "Run with a bad GAIGEL_MATCHES plays no match, got " + Join(refused.ended));
   unsetenv("GAIGEL_MATCHES");
 
-  std::cout << (failures ? "FAILED" : "ok") << "\n";
-  return failures ? 1 : 0;
+  return gaigel_test::Finish();
 }
