@@ -386,3 +386,26 @@ def test_scanner_with_marks_sets_data_bits_in_place_and_reports_only_headers_and
         scanner.feed(frames[cut:])
         assert seen == [(0x1, 0x4, 1, 0), (0x3, 0, 3, 8)], cut
         assert states == {1: 2, 3: 0} and scanner.at_boundary, cut
+
+
+def test_relayed_sockets_send_at_once_both_sides_of_the_door() -> None:
+    """TCP_NODELAY on the client's socket and on grpc's (no Nagle wait for a relayed reply).
+    asyncio sets it only on sockets whose proto is IPPROTO_TCP: an accepted socket has its
+    listener's, so this holds while the listener is made from getaddrinfo's answer."""
+
+    async def scenario() -> None:
+        async with running_server() as (server, port):
+            bot = ScriptedBot(port, "alpha")
+            await bot.open()
+            first = await asyncio.wait_for(bot.call.read(), 5)
+            assert first.WhichOneof("message") == "welcome"
+            assert server.door is not None and server.door.links
+            for link in server.door.links:
+                assert link.transport is not None and link.backend is not None
+                assert link.backend.transport is not None
+                for transport in (link.transport, link.backend.transport):
+                    sock = transport.get_extra_info("socket")
+                    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0, transport
+            await bot.channel.close()
+
+    run(scenario())
