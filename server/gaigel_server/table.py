@@ -18,7 +18,6 @@ import asyncio
 import dataclasses
 import json
 import math
-import secrets
 import time
 import zlib
 from collections.abc import Callable
@@ -46,7 +45,7 @@ from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server import codec, views, wire
 from gaigel_server.broadcast import Broadcast, SpectatorQueue
 from gaigel_server.clock import Clock, SeatClock
-from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
+from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger, decision_id
 from gaigel_server.logging import get_logger
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.seat import Seat
@@ -630,7 +629,7 @@ class Table:
         sess = place.session
         assert sess is not None
         ledger, seat_clock = place.ledger, place.clock
-        did = secrets.token_urlsafe(16)
+        did = decision_id()
         observation = wire.observation(req.observation, k, self.tricks)
         request = wire.decision_request(
             did, wire.legal_actions(legal), observation, seat_clock.decision_time, seat_clock.bank

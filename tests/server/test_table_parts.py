@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import time
 from typing import Any
 
@@ -26,7 +28,7 @@ from gaigel_api.v1 import game_pb2 as gm
 from gaigel_api.v1 import match_service_pb2 as ms
 from gaigel_server.broadcast import Broadcast, watch_response
 from gaigel_server.clock import Clock, SeatClock
-from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger
+from gaigel_server.ledger import ID_BATCH, ID_CHARS, Accept, Ignore, Reject, SeatLedger, decision_id
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.seat import Seat
 from gaigel_server.session import Answer, BotSession, Stream
@@ -35,6 +37,26 @@ from gaigel_server.table import Table, TableHooks
 from tests.server.srvkit import queued
 
 LIMIT = 3
+
+
+def test_decision_ids_are_distinct_url_safe_and_not_shared_with_a_forked_child() -> None:
+    """Ids come from the OS a batch at a time: across batches they stay distinct, and a process
+    forked with a batch half dealt draws its own (the batch left would repeat the parent's)."""
+    ids = [decision_id() for _ in range(3 * ID_BATCH + 5)]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(f"[A-Za-z0-9_-]{{{ID_CHARS}}}", i) for i in ids), ids[:3]
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then gone without running the parent's cleanup
+        os.close(read_end)
+        os.write(write_end, " ".join(decision_id() for _ in range(ID_BATCH)).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        child = set(pipe.read().decode().split())
+    os.waitpid(pid, 0)
+    parent = {decision_id() for _ in range(ID_BATCH)}
+    assert len(child) == ID_BATCH and not child & parent
 
 
 def why(action_id: int) -> str:
