@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import timestamp_pb2
-from prometheus_client import Histogram
 
 from gaigel import actions as A
 from gaigel.botseed import bot_seeds
@@ -47,7 +46,7 @@ from gaigel_server.broadcast import Broadcast, SpectatorQueue
 from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import Accept, Ignore, Reject, SeatLedger, decision_id
 from gaigel_server.logging import get_logger
-from gaigel_server.metrics import ServerMetrics
+from gaigel_server.metrics import LoopHistogram, ServerMetrics
 from gaigel_server.seat import Seat
 from gaigel_server.session import Answer, BotSession, Outgoing
 from gaigel_server.states import TableState
@@ -281,7 +280,7 @@ class Table:
         self.forfeit: Forfeit | None = None
         self.hand_events: codec.HandEvents | None = None  # routes the engine events of the hand in play
         self.tricks = wire.TrickCache()  # completed tricks of the current hand, as sent in observations
-        self._latencies: dict[int, Histogram] = {}  # seat -> its bot's decision_seconds child, see _latency
+        self._latencies: dict[int, LoopHistogram] = {}  # seat -> its bot's decision_seconds child, see _latency
         self.log = get_logger(match_id=match_id)
 
     # --- views -----------------------------------------------------------------------
@@ -695,7 +694,7 @@ class Table:
             flags.append(DecisionFlag.TIME_CAPPED)
         return item.action_id, used, tuple(flags)
 
-    def _latency(self, seat: int) -> Histogram:
+    def _latency(self, seat: int) -> LoopHistogram:
         """The decision-latency histogram child of *seat*'s bot (its own or ``_other``, see
         ServerMetrics.bot), looked up once per match (its series cannot be removed meanwhile:
         a seated bot cannot be unregistered)."""
