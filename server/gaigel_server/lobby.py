@@ -176,9 +176,7 @@ class Lobby:
         if session.connected and session.stream is not None:
             old = session.stream
             session.detach(old)
-            old.queue.put_nowait(
-                Abort(grpc.StatusCode.ABORTED, "this session was taken over by a Resume on another stream")
-            )
+            old.end(Abort(grpc.StatusCode.ABORTED, "this session was taken over by a Resume on another stream"))
             table.on_disconnect(seat, session)
         return table, session
 

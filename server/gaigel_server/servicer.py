@@ -280,7 +280,7 @@ class BotServicer:
                 self.lobby.make_idle(session)
             reader = asyncio.get_running_loop().create_task(self._read(it, session, stream))
             while True:
-                item = await stream.queue.get()
+                item = await stream.next()
                 if item is None:
                     break
                 if isinstance(item, Abort):
@@ -404,7 +404,7 @@ class BotServicer:
             seat = session.seat
             if seat is not None and seat.running:
                 seat.stream_fault(reason, message)
-            stream.queue.put_nowait(Abort(code, f"{reason}: {message}"))
+            stream.end(Abort(code, f"{reason}: {message}"))
 
         budget = ByteBudget(INBOUND_BYTES_PER_S, INBOUND_BURST_BYTES)
         with contextlib.suppress(grpc.RpcError, asyncio.CancelledError):
@@ -472,7 +472,7 @@ class BotServicer:
                 # The bot closed its sending side without Leave: it can answer nothing more, so it
                 # must not be seated (it would forfeit); in a match the disconnect policy applies.
                 stream.closed = True
-                stream.queue.put_nowait(
+                stream.end(
                     Abort(
                         grpc.StatusCode.FAILED_PRECONDITION,
                         "HALF_CLOSED: the bot closed its side of the stream without Leave; the session is "

@@ -15,6 +15,7 @@ rides in the next DecisionRequest, as it would have without the break.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import secrets
 import time
@@ -55,11 +56,20 @@ messages for one seat are far below it.
 """
 
 
+Item = Outgoing | Abort | None
+"""What a stream's writer takes: a message, or the stream's end (with an Abort's status, or OK)."""
+
+
 class Stream:
-    """One attached gRPC stream: the queue its writer drains, and its size in bytes."""
+    """One attached gRPC stream: the queue its writer drains, and its size in bytes.
+
+    The queue is a deque and one waiting writer, not an asyncio.Queue: that one's bookkeeping
+    (a getter list, an Event cleared on every put, the loop looked up per call) was 4 % of a busy
+    server's loop (py-spy, 64 compact streams), and a stream has one writer and no joiner."""
 
     def __init__(self, max_queued_bytes: int = MAX_QUEUED_BYTES) -> None:
-        self.queue: asyncio.Queue[Outgoing | Abort | None] = asyncio.Queue()
+        self.items: collections.deque[Item] = collections.deque()  # the writer alone takes from it
+        self._waiter: asyncio.Future[None] | None = None  # the writer, waiting for an item
         self.closed = False
         self.queued_bytes = 0
         self.max_queued_bytes = max_queued_bytes
@@ -80,7 +90,31 @@ class Stream:
             )
             return
         self.queued_bytes += len(item.message)
-        self.queue.put_nowait(item)
+        self._push(item)
+
+    def end(self, abort: Abort | None = None) -> None:
+        """Queues the stream's end, with *abort*'s status or OK: the writer ends the stream when it
+        gets there (what was queued before is written first)."""
+        self._push(abort)
+
+    def _push(self, item: Item) -> None:
+        self.items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def next(self) -> Item:
+        """The next item for the writer, once there is one."""
+        while not self.items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:  # cancelled while waiting
+                    self._waiter = None
+        return self.items.popleft()
 
     def stall(self, reason: str) -> None:
         """Ends the stream for not reading: a writer stuck in a write is interrupted (grpc would
@@ -92,11 +126,11 @@ class Stream:
         if self.write_since is not None and self.writer is not None:
             self.writer.cancel()
         else:
-            self.queue.put_nowait(Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason))
+            self.end(Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, reason))
 
     def backlogged(self, high: int, high_bytes: int) -> bool:
         """Whether *high* messages or *high_bytes* bytes (or more) wait to be written."""
-        return self.queue.qsize() >= high or self.queued_bytes >= high_bytes
+        return len(self.items) >= high or self.queued_bytes >= high_bytes
 
     async def writable(self, high: int, high_bytes: int) -> None:
         """Returns once fewer than *high* messages and *high_bytes* bytes wait to be written
@@ -305,7 +339,7 @@ class BotSession:
         """Ends the session: the attached stream ends with OK or with *abort*."""
         self.closed = True
         if self.stream is not None:
-            self.stream.queue.put_nowait(abort)
+            self.stream.end(abort)
 
     @property
     def connected(self) -> bool:
@@ -313,4 +347,4 @@ class BotSession:
         return self.stream is not None and not self.stream.closed
 
 
-__all__ = ["Abort", "Answer", "BotSession", "BoundSeat", "Outgoing", "Stream"]
+__all__ = ["Abort", "Answer", "BotSession", "BoundSeat", "Item", "Outgoing", "Stream"]

@@ -188,8 +188,8 @@ class ScriptedBot:
 def queued(stream: Stream) -> list[bs.PlayResponse]:
     """Takes the messages queued on *stream* (what its writer would write), parsed."""
     out = []
-    while not stream.queue.empty():
-        item = stream.queue.get_nowait()
+    while stream.items:
+        item = stream.items.popleft()
         assert isinstance(item, Outgoing)
         out.append(bs.PlayResponse.FromString(item.message))
     return out

@@ -527,7 +527,7 @@ def test_folded_bytes_are_protobufs_own_serialization() -> None:
     for ev in events:
         session.send(event=ev)
     session.send(decision_request=request)
-    item = stream.queue.get_nowait()
+    item = stream.items.popleft()
     assert isinstance(item, Outgoing)
     want = bs.PlayResponse(sequence=1, decision_request=request)
     want.decision_request.hand_start.CopyFrom(start)

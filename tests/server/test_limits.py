@@ -76,7 +76,7 @@ async def _flood_without_reading(server: GaigelServer, port: int, actions: int) 
         for sessions in server.lobby.sessions.values():
             for s in sessions:
                 if s.stream is not None:
-                    largest = max(largest, s.stream.queue.qsize())
+                    largest = max(largest, len(s.stream.items))
 
     written = 0
     action = bs.PlayRequest(action=bs.Action(decision_id="no-such-decision", action_id=0))
