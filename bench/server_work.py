@@ -17,7 +17,6 @@ here without them, so that a change to one piece shows in its own line.
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
 import time
 from collections import defaultdict
@@ -30,6 +29,7 @@ from gaigel.ruleset import preset
 from gaigel_server import codec, wire
 from gaigel_server.broadcast import Broadcast
 from gaigel_server.clock import Clock
+from gaigel_server.ledger import decision_id
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.seat import Seat, SeatHost
 from gaigel_server.session import BotSession, Stream
@@ -82,7 +82,7 @@ def play(players: int, hands: int, seed: int, compact: bool, t: Timer) -> int:
                 observation = wire.observation(obs, step.hand_index, tricks)
             with t("DecisionRequest (wire)"):
                 legal = wire.legal_actions(step.legal_actions)
-                request = wire.decision_request(secrets.token_urlsafe(16), legal, observation, 1.0, 5.0)
+                request = wire.decision_request(decision_id(), legal, observation, 1.0, 5.0)
             with t("session send (request)"):
                 sess.post_request(request)
             with t("driver step (apply, hash, record)"):
