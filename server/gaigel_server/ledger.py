@@ -65,8 +65,7 @@ def decision_id() -> str:
     if not _ids:
         pool = os.urandom(ID_BYTES * ID_BATCH)
         _ids.extend(
-            base64.urlsafe_b64encode(pool[i : i + ID_BYTES])[:ID_CHARS].decode()
-            for i in range(0, len(pool), ID_BYTES)
+            base64.urlsafe_b64encode(pool[i : i + ID_BYTES])[:ID_CHARS].decode() for i in range(0, len(pool), ID_BYTES)
         )
     return _ids.pop()
 
