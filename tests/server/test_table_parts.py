@@ -15,6 +15,7 @@ import re
 import time
 from typing import Any
 
+import grpc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -31,7 +32,7 @@ from gaigel_server.clock import Clock, SeatClock
 from gaigel_server.ledger import ID_BATCH, ID_CHARS, Accept, Ignore, Reject, SeatLedger, decision_id
 from gaigel_server.metrics import ServerMetrics
 from gaigel_server.seat import Seat
-from gaigel_server.session import Answer, BotSession, Stream
+from gaigel_server.session import Abort, Answer, BotSession, Outgoing, Stream
 from gaigel_server.states import TableState
 from gaigel_server.table import Table, TableHooks
 from tests.server.srvkit import queued
@@ -354,6 +355,33 @@ class TestSeat:
         assert seats[1].running
         host.state = TableState.ENDED
         assert not seats[1].running
+
+
+class TestStream:
+    def test_the_writer_gets_items_in_order_waiting_for_them_and_a_cancelled_wait_leaves_nothing(self) -> None:
+        async def scenario() -> None:
+            stream = Stream()
+            first, second = Outgoing(b"a"), Outgoing(b"bc")
+            waiting = asyncio.ensure_future(stream.next())
+            await asyncio.sleep(0)
+            assert not waiting.done()
+            stream.put(first)
+            stream.put(second)
+            assert await asyncio.wait_for(waiting, 1) is first
+            assert stream.backlogged(1, 10**6) and not stream.backlogged(2, 10**6)
+            assert stream.backlogged(10, 2) and stream.queued_bytes == 3
+            assert await stream.next() is second
+            cancelled = asyncio.ensure_future(stream.next())
+            await asyncio.sleep(0)
+            cancelled.cancel()
+            await asyncio.gather(cancelled, return_exceptions=True)
+            stream.end(Abort(grpc.StatusCode.ABORTED, "taken over"))  # no waiter left to wake: queued
+            item = await asyncio.wait_for(stream.next(), 1)
+            assert isinstance(item, Abort) and item.message == "taken over"
+            stream.end()
+            assert await asyncio.wait_for(stream.next(), 1) is None
+
+        asyncio.run(scenario())
 
 
 class TestBroadcast:
