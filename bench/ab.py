@@ -13,7 +13,7 @@ versions take turns, base first in each pair: each pair shares the host's state 
 and a change that helps lowers the ratio to the echo (measured in the same run of each side) in
 most pairs. BASE is checked out into a temporary git worktree and its compiled modules are
 built there (``setup.py build_ext --inplace``); its packages are imported from it by
-``PYTHONPATH``, the work tree's as installed. Prints, per stream count, each pair's server CPU
+``PYTHONPATH`` (the roots its pyproject.toml names), the work tree's as installed. Prints, per stream count, each pair's server CPU
 per decision and its ratio to the echo's, then the medians and how many pairs went down.
 """
 
@@ -27,13 +27,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ARGS = ["--compact", "--streams", "1,64", "--seconds", "3"]
-PACKAGE_ROOTS = (".", "server", "arena", "harness", "clients/python")
-"""Where the packages live in a checkout (the editable install maps each of them there)."""
 
 
 def _run(tree: Path, args: list[str], pythonpath: str | None) -> dict[str, Any]:
@@ -53,6 +52,13 @@ def _run(tree: Path, args: list[str], pythonpath: str | None) -> dict[str, Any]:
     return result
 
 
+def _package_roots(tree: Path) -> list[str]:
+    """Where *tree*'s packages live: its pyproject's ``packages.find`` roots, as pip installs them."""
+    pyproject = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
+    roots: list[str] = pyproject["tool"]["setuptools"]["packages"]["find"]["where"]
+    return roots
+
+
 def _figures(result: dict[str, Any]) -> dict[int, tuple[float, float, float]]:
     """Per stream count: (server CPU us per decision, its ratio to the echo's, round trip ratio)."""
     out = {}
@@ -68,13 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("base", help="the commit to compare the work tree with (any git revision)")
     parser.add_argument("--pairs", type=int, default=3, help="interleaved pairs (default 3)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument(
-        "server_args", nargs="*", help=f"after --: bench/server.py's arguments (default: {shlex.join(DEFAULT_ARGS)})"
-    )
-    args = parser.parse_args(argv)
+    parser.epilog = f"Arguments after -- go to bench/server.py (default: {shlex.join(DEFAULT_ARGS)})."
+    given = sys.argv[1:] if argv is None else argv
+    ours, server_args = (given[: given.index("--")], given[given.index("--") + 1 :]) if "--" in given else (given, [])
+    args = parser.parse_args(ours)
     if args.pairs < 1:
         parser.error("--pairs N: N must be at least 1")
-    server_args = args.server_args or DEFAULT_ARGS
+    server_args = server_args or DEFAULT_ARGS
     base = subprocess.run(
         ["git", "rev-parse", "--short", args.base], cwd=ROOT, capture_output=True, text=True, check=False
     )
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 check=True,
                 capture_output=True,
             )
-            pythonpath = ":".join(str(tree / p) for p in PACKAGE_ROOTS if (tree / p).is_dir())
+            pythonpath = ":".join(str(tree / p) for p in _package_roots(tree))
             for i in range(args.pairs):
                 before = _figures(_run(tree, server_args, pythonpath))
                 after = _figures(_run(ROOT, server_args, None))
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             "pairs_lower": sum(1 for x, y in zip(base_runs, work_runs, strict=True) if y[1] < x[1]),
             "pairs": len(pairs),
         }
-    command = "python bench/ab.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python bench/ab.py " + shlex.join(given)
     if args.json:
         print(
             json.dumps({"command": command, "base": commit, "server_args": server_args, "streams": summary}, indent=2)

@@ -52,7 +52,7 @@ Verdict = Accept | Ignore | Reject
 
 ID_BYTES = 16
 """Random bytes of a decision id (128 bits), written as 22 URL-safe base64 characters."""
-ID_CHARS = 22
+ID_CHARS = -(-ID_BYTES * 4 // 3)  # base64 without its padding
 ID_BATCH = 256
 """Ids drawn from the OS per read. One ``getrandom`` per decision (``secrets.token_urlsafe``)
 was 4 % of a busy server's event loop (py-spy, 64 compact streams)."""
